@@ -1,0 +1,61 @@
+"""Ports: what the application needs from the outside world, named without any backend.
+
+Arrays crossing a port are numpy arrays or opaque backend arrays (`Any`); layouts are
+stated in each contract. Adapters implement these; tests swap in fakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+
+from wanjax.domain.plan import SamplingPlan
+
+StepCallback = Callable[[int, int], None]
+"""Called as (steps_done, steps_total) after each denoising step."""
+
+
+class TextEncoder(Protocol):
+    """Prompts -> embeddings [B, L, D] float32, zero past each prompt's token count."""
+
+    def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray: ...
+
+
+class Denoiser(Protocol):
+    """Runs a sampling plan from initial noise to final latents.
+
+    Latents are [B, F', H', W', C] (channels last); `context` and `negative_context`
+    are text embeddings [B, L, D]; `negative_context` is None when guidance is off.
+    """
+
+    def denoise(
+        self,
+        latents: Any,
+        plan: SamplingPlan,
+        context: np.ndarray,
+        negative_context: np.ndarray | None,
+        on_step: StepCallback | None = None,
+    ) -> Any: ...
+
+
+class VideoAutoencoder(Protocol):
+    """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames."""
+
+    def decode_to_uint8(self, latents: Any) -> np.ndarray:
+        """Frames [B, F, H, W, 3] uint8."""
+        ...
+
+
+class VideoSink(Protocol):
+    """Writes frames [F, H, W, 3] uint8 to `path`, atomically (temporary name, rename)."""
+
+    def write(self, frames: np.ndarray, path: Path, fps: int) -> None: ...
+
+
+class Tracer(Protocol):
+    """Named, nestable wall-clock spans; the adapter syncs devices before reading time."""
+
+    def span(self, name: str) -> Any: ...

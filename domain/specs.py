@@ -1,0 +1,104 @@
+"""Architecture specs of the Wan transformer and VAE, read from diffusers config.json files.
+
+Specs hold architecture only: no dtype, mesh, kernel or scan choice (those are runtime
+config). Field names follow diffusers' config keys so a config.json maps one to one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from wanjax.domain.errors import UnsupportedModelError
+
+
+def _tuple_of_ints(value: Any) -> tuple[int, ...]:
+    return tuple(int(v) for v in value)
+
+
+def _known_fields(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
+    names = {f.name for f in attrs.fields(cls)}
+    return {k: v for k, v in config.items() if k in names}
+
+
+@attrs.frozen(kw_only=True)
+class TransformerSpec:
+    """WanTransformer3DModel architecture (Wan 2.1 T2V family)."""
+
+    patch_size: tuple[int, int, int] = attrs.field(default=(1, 2, 2), converter=_tuple_of_ints)
+    num_attention_heads: int = 40
+    attention_head_dim: int = 128
+    in_channels: int = 16
+    out_channels: int = 16
+    text_dim: int = 4096
+    freq_dim: int = 256
+    ffn_dim: int = 13824
+    num_layers: int = 40
+    cross_attn_norm: bool = True
+    qk_norm: str | None = "rms_norm_across_heads"
+    eps: float = 1e-6
+    rope_max_seq_len: int = 1024
+
+    @property
+    def inner_dim(self) -> int:
+        return self.num_attention_heads * self.attention_head_dim
+
+    @classmethod
+    def from_diffusers_config(cls, config: Mapping[str, Any]) -> TransformerSpec:
+        for key in ("image_dim", "added_kv_proj_dim", "pos_embed_seq_len"):
+            if config.get(key) is not None:
+                raise UnsupportedModelError(
+                    f"transformer config sets {key}={config[key]!r}: image-conditioned Wan "
+                    "transformers (I2V) are not supported yet; use a text-to-video checkpoint."
+                )
+        if config.get("qk_norm", "rms_norm_across_heads") not in ("rms_norm_across_heads", None):
+            raise UnsupportedModelError(
+                f"transformer config has qk_norm={config['qk_norm']!r}; "
+                "supported: 'rms_norm_across_heads' or null."
+            )
+        return cls(**_known_fields(cls, config))
+
+
+WAN21_LATENTS_MEAN = (
+    -0.7571, -0.7089, -0.9113, 0.1075, -0.1745, 0.9653, -0.1517, 1.5508,
+    0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
+)  # fmt: skip
+WAN21_LATENTS_STD = (
+    2.8184, 1.4541, 1.5646, 1.7213, 1.1640, 1.3636, 2.0032, 1.2658,
+    2.4007, 1.4500, 1.5779, 2.2930, 1.2850, 1.2050, 1.4930, 1.1180,
+)  # fmt: skip
+
+
+@attrs.frozen(kw_only=True)
+class VaeSpec:
+    """AutoencoderKLWan architecture (the Wan 2.1 VAE, z_dim 16)."""
+
+    base_dim: int = 96
+    z_dim: int = 16
+    dim_mult: tuple[int, ...] = attrs.field(default=(1, 2, 4, 4), converter=_tuple_of_ints)
+    num_res_blocks: int = 2
+    attn_scales: tuple[float, ...] = attrs.field(default=(), converter=tuple)
+    temperal_downsample: tuple[bool, ...] = attrs.field(
+        default=(False, True, True), converter=lambda v: tuple(bool(x) for x in v)
+    )
+    latents_mean: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_MEAN, converter=tuple)
+    latents_std: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_STD, converter=tuple)
+
+    @property
+    def temporal_compression(self) -> int:
+        return 2 ** sum(self.temperal_downsample)
+
+    @property
+    def spatial_compression(self) -> int:
+        return 2 ** (len(self.dim_mult) - 1)
+
+    @classmethod
+    def from_diffusers_config(cls, config: Mapping[str, Any]) -> VaeSpec:
+        if config.get("is_residual") or config.get("patch_size") not in (None, 1):
+            raise UnsupportedModelError(
+                "vae config describes the Wan 2.2 VAE (is_residual / patch_size); "
+                "only the Wan 2.1 VAE (z_dim 16) is supported yet."
+            )
+        return cls(**_known_fields(cls, config))
