@@ -31,6 +31,16 @@ class Denoiser(Protocol):
     are text embeddings [B, L, D]; `negative_context` is None when guidance is off.
     """
 
+    def noise(self, seed: int, shape: tuple[int, ...]) -> Any:
+        """Standard normal initial latents, the same for the same seed on every run."""
+        ...
+
+    def prepare(
+        self, latents: Any, plan: SamplingPlan, context: np.ndarray, negative_context: np.ndarray | None
+    ) -> None:
+        """Compiles whatever `denoise` with these shapes needs; a no-op when already compiled."""
+        ...
+
     def denoise(
         self,
         latents: Any,
@@ -44,6 +54,10 @@ class Denoiser(Protocol):
 class VideoAutoencoder(Protocol):
     """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames."""
 
+    def prepare(self, latents: Any) -> None:
+        """Compiles the decoder for latents of this shape; a no-op when already compiled."""
+        ...
+
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
         """Frames [B, F, H, W, 3] uint8."""
         ...
@@ -55,7 +69,3 @@ class VideoSink(Protocol):
     def write(self, frames: np.ndarray, path: Path, fps: int) -> None: ...
 
 
-class Tracer(Protocol):
-    """Named, nestable wall-clock spans; the adapter syncs devices before reading time."""
-
-    def span(self, name: str) -> Any: ...

@@ -1,0 +1,49 @@
+"""Turns `--model` (a folder or a Hugging Face repo id) into a local checkpoint folder."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from wanjax.domain.errors import CheckpointError
+
+REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+
+
+def locate_checkpoint(model: str) -> Path:
+    """A local folder as given, or the snapshot of a repo id in the Hugging Face cache.
+
+    The cache is tried first with no network; the hub is asked only when that misses and
+    HF_HUB_OFFLINE is not set.
+    """
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if not REPO_ID.match(model):
+        raise CheckpointError(f"checkpoint folder not found: {path}; pass an existing folder or a repo id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+    return _from_hub(model)
+
+
+def _from_hub(repo_id: str) -> Path:
+    from huggingface_hub import constants, snapshot_download
+    from huggingface_hub.errors import LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(repo_id, local_files_only=True))
+    except LocalEntryNotFoundError:
+        pass
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+    where = f"not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+    if offline:
+        raise CheckpointError(
+            f"{repo_id!r} is {where}, and HF_HUB_OFFLINE is set; download it first "
+            f"(`hf download {repo_id}`) or pass a local folder"
+        )
+    try:
+        return Path(snapshot_download(repo_id))
+    except Exception as err:  # network, auth, missing repo: all end the same way for the user
+        raise CheckpointError(
+            f"{repo_id!r} is {where}, and downloading it failed ({type(err).__name__}: {err}); "
+            "check the id and your network, or pass a local folder"
+        ) from None

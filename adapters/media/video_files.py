@@ -1,0 +1,39 @@
+"""Video sinks: H.264 mp4 through PyAV, and raw uint8 frames as .npy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from wanjax.adapters.media.atomic import atomic_path
+
+
+class Mp4Sink:
+    """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even)."""
+
+    def __init__(self, crf: int = 18) -> None:
+        self.crf = crf
+
+    def write(self, frames: np.ndarray, path: Path, fps: int) -> None:
+        import av
+
+        frames = np.ascontiguousarray(frames)
+        _, height, width, _ = frames.shape
+        with atomic_path(path) as temporary:
+            with av.open(str(temporary), mode="w", format="mp4") as container:
+                stream = container.add_stream("libx264", rate=fps)
+                stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+                stream.options = {"crf": str(self.crf)}
+                for frame in frames:
+                    container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+                container.mux(stream.encode())
+
+
+class NpySink:
+    """Writes any array as .npy (the raw uint8 frames, or latents)."""
+
+    def write(self, frames: np.ndarray, path: Path, fps: int = 0) -> None:
+        with atomic_path(path) as temporary:
+            with temporary.open("wb") as f:
+                np.save(f, frames)

@@ -1,0 +1,95 @@
+"""What one generation asks for, validated on construction so bad input fails before any load."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from wanjax.domain.errors import InvalidRequestError
+
+SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
+MAX_SEED = 2**63 - 1
+
+
+def _fail(name: str, value: Any, fix: str) -> None:
+    raise InvalidRequestError(f"{name}={value!r}: {fix}")
+
+
+def _multiple_of_16(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < SIZE_MULTIPLE:
+        _fail(attribute.name, value, f"must be an integer of at least {SIZE_MULTIPLE}")
+    if value % SIZE_MULTIPLE:
+        lower = value - value % SIZE_MULTIPLE
+        _fail(
+            attribute.name,
+            value,
+            f"must be a multiple of {SIZE_MULTIPLE}; use {lower} or {lower + SIZE_MULTIPLE}",
+        )
+
+
+def _four_k_plus_one(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        _fail(attribute.name, value, "must be a positive integer of the form 4k+1 (1, 5, ..., 81)")
+    if value % 4 != 1:
+        lower = value - (value - 1) % 4
+        _fail(attribute.name, value, f"must be 4k+1 (the VAE packs 4 frames per latent); use {lower} or {lower + 4}")
+
+
+def _positive_int(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        _fail(attribute.name, value, "must be an integer >= 1")
+
+
+def _non_negative_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
+        _fail(attribute.name, value, "must be a number >= 0")
+
+
+def _positive_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+        _fail(attribute.name, value, "must be a number > 0")
+
+
+def _seed(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+        _fail(attribute.name, value, f"must be an integer in [0, {MAX_SEED}]")
+
+
+def _prompt(_: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not isinstance(value, str) or not value.strip():
+        _fail(attribute.name, value, "must be a non-empty text")
+
+
+def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
+    if not isinstance(value, str):
+        _fail(attribute.name, value, "must be a text")
+
+
+SOLVERS = ("unipc", "euler")
+
+
+def _solver(_: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SOLVERS:
+        _fail(attribute.name, value, f"must be one of {', '.join(SOLVERS)}")
+
+
+@attrs.frozen(kw_only=True)
+class GenerationRequest:
+    """One text-to-video generation: the prompt and every sampling choice, resolved."""
+
+    prompt: str = attrs.field(validator=_prompt)
+    negative_prompt: str = attrs.field(default="", validator=_text)
+    height: int = attrs.field(validator=_multiple_of_16)
+    width: int = attrs.field(validator=_multiple_of_16)
+    num_frames: int = attrs.field(validator=_four_k_plus_one)
+    num_inference_steps: int = attrs.field(validator=_positive_int)
+    guidance_scale: float = attrs.field(validator=_non_negative_float)
+    flow_shift: float = attrs.field(validator=_positive_float)
+    sample_solver: str = attrs.field(default="unipc", validator=_solver)
+    seed: int = attrs.field(default=0, validator=_seed)
+
+    @property
+    def uses_guidance(self) -> bool:
+        """Classifier-free guidance runs only above 1, as in diffusers' WanPipeline."""
+        return self.guidance_scale > 1.0

@@ -1,0 +1,54 @@
+"""Config keys: unknown keys and malformed values are clear errors; strings parse to the key's type."""
+
+import pytest
+
+from wanjax.application.presets import load_preset, preset_names, resolve_config
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import ConfigError
+
+
+def test_overrides_parse_to_the_key_type():
+    config = GenerationConfig().with_overrides(
+        {"scan_layers": "false", "num_frames": "17", "guidance_scale": "4.5", "dtype": "bfloat16"}
+    )
+    assert config.scan_layers is False
+    assert config.num_frames == 17
+    assert config.guidance_scale == 4.5
+    assert config.dtype == "bfloat16"
+
+
+def test_unknown_key_names_the_key_and_a_close_match():
+    with pytest.raises(ConfigError, match="unknown config key 'guidence_scale'.*Did you mean 'guidance_scale'"):
+        GenerationConfig().with_overrides({"guidence_scale": "3"})
+
+
+@pytest.mark.parametrize(
+    "key, value",
+    [("num_frames", "seventeen"), ("scan_layers", "maybe"), ("guidance_scale", "x"), ("num_frames", "1.5")],
+)
+def test_malformed_value_is_refused(key, value):
+    with pytest.raises(ConfigError, match=key):
+        GenerationConfig().with_overrides({key: value})
+
+
+@pytest.mark.parametrize("key, value", [("dtype", "float16"), ("attention", "flash"), ("sample_solver", "ddim")])
+def test_out_of_set_value_lists_the_allowed(key, value):
+    with pytest.raises(ConfigError, match="must be one of"):
+        GenerationConfig().with_overrides({key: value})
+
+
+def test_every_preset_loads_and_makes_a_valid_request():
+    assert {"demo", "wan2.1-t2v-1.3b", "wan2.1-t2v-14b"} <= set(preset_names())
+    for name in preset_names():
+        load_preset(name).request("a prompt")
+
+
+def test_model_argument_is_a_preset_or_a_checkpoint():
+    assert resolve_config(None).model == "demo"
+    assert resolve_config("wan2.1-t2v-14b").model == "Wan-AI/Wan2.1-T2V-14B-Diffusers"
+    assert resolve_config("/some/folder").model == "/some/folder"
+
+
+def test_unknown_preset_lists_the_known():
+    with pytest.raises(ConfigError, match="known presets: demo"):
+        load_preset("wan9")

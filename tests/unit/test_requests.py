@@ -1,0 +1,51 @@
+"""Every invalid request field is refused on construction, with a message naming field and fix."""
+
+import pytest
+
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.requests import GenerationRequest
+
+VALID = dict(
+    prompt="a cat", height=480, width=832, num_frames=81, num_inference_steps=50,
+    guidance_scale=5.0, flow_shift=3.0, seed=0,
+)  # fmt: skip
+
+
+def test_valid_request_builds():
+    request = GenerationRequest(**VALID)
+    assert request.uses_guidance
+
+
+@pytest.mark.parametrize(
+    "field, value, expected",
+    [
+        ("height", 500, "multiple of 16; use 496 or 512"),
+        ("width", 8, "at least 16"),
+        ("width", 832.0, "integer"),
+        ("num_frames", 80, "4k+1"),
+        ("num_frames", 0, "positive"),
+        ("num_inference_steps", 0, ">= 1"),
+        ("guidance_scale", -1.0, ">= 0"),
+        ("guidance_scale", float("nan"), ">= 0"),
+        ("flow_shift", 0.0, "> 0"),
+        ("seed", -3, "[0,"),
+        ("prompt", "   ", "non-empty"),
+        ("negative_prompt", None, "text"),
+        ("sample_solver", "ddim", "unipc, euler"),
+    ],
+)
+def test_invalid_field_is_named(field, value, expected):
+    with pytest.raises(InvalidRequestError) as err:
+        GenerationRequest(**{**VALID, field: value})
+    assert field in str(err.value)
+    assert expected in str(err.value)
+
+
+def test_guidance_at_or_below_one_turns_cfg_off():
+    assert not GenerationRequest(**{**VALID, "guidance_scale": 1.0}).uses_guidance
+
+
+def test_config_fills_request_defaults_and_overrides():
+    request = GenerationConfig(height=256, width=256, num_frames=9).request("x", num_frames=5, seed=None)
+    assert (request.height, request.num_frames, request.seed) == (256, 5, 0)
