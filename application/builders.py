@@ -1,0 +1,75 @@
+"""Builder functions the container points at. Each imports its backend inside, so building a
+container (or a JAX-only run) never imports torch, and nothing heavy loads before it is asked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
+from wanjax.domain.ports import Denoiser, TextEncoder, VideoAutoencoder
+
+DEMO_MODEL = "demo"
+
+
+def locate_model(model: str) -> Path:
+    """`demo` is the built-in demo (written on first use); anything else is a folder or repo id."""
+    if model == DEMO_MODEL:
+        from wanjax.adapters.demo.checkpoint import ensure_demo_checkpoint
+
+        return ensure_demo_checkpoint()
+    from wanjax.adapters.checkpoints.locate import locate_checkpoint
+
+    return locate_checkpoint(model)
+
+
+def open_checkpoint(folder: Path) -> DiffusersCheckpoint:
+    """Opens and verifies every config and weight-file header: bad files fail here, before loading."""
+    checkpoint = DiffusersCheckpoint(folder)
+    checkpoint.verify()
+    return checkpoint
+
+
+def resolve_dtype(name: str) -> str:
+    """`auto` is bfloat16 on accelerators and float32 on CPU."""
+    if name != "auto":
+        return name
+    import jax
+
+    return "float32" if jax.default_backend() == "cpu" else "bfloat16"
+
+
+def build_text_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> TextEncoder:
+    from wanjax.adapters.torch.umt5 import Umt5TextEncoder
+
+    return Umt5TextEncoder.from_folders(checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"), dtype=dtype)
+
+
+def build_attention(name: str) -> Any:
+    from wanjax.adapters.jax.attention import ATTENTION_BACKENDS
+
+    return ATTENTION_BACKENDS[name]()
+
+
+def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: bool, attention: Any) -> Denoiser:
+    from wanjax.adapters.jax.denoising import JaxDenoiser
+    from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.transformer.model import TransformerRuntime
+    from wanjax.adapters.jax.transformer.weights import load_transformer
+
+    runtime = TransformerRuntime(
+        dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype), scan_layers=scan_layers, attention=attention
+    )
+    transformer = load_transformer(checkpoint.transformer_spec, runtime, checkpoint.weights("transformer"))
+    return JaxDenoiser(transformer)
+
+
+def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str) -> VideoAutoencoder:
+    from wanjax.adapters.jax.decoding import JaxVideoDecoder
+    from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.vae.model import VaeRuntime
+    from wanjax.adapters.jax.vae.weights import load_vae
+
+    runtime = VaeRuntime(dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype))
+    return JaxVideoDecoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")))

@@ -1,0 +1,119 @@
+"""`wanjax generate`: one video from a prompt, on a preset, a checkpoint folder or a hub id."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
+
+# CLI flag -> config key; each is also reachable as --set key=value
+FLAG_KEYS = {
+    "negative_prompt": "negative_prompt",
+    "height": "height",
+    "width": "width",
+    "num_frames": "num_frames",
+    "steps": "num_inference_steps",
+    "guidance_scale": "guidance_scale",
+    "seed": "seed",
+    "dtype": "dtype",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wanjax", description="Wan video generation in JAX.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="generate one video")
+    gen.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
+    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--negative-prompt")
+    gen.add_argument("--height", type=int)
+    gen.add_argument("--width", type=int)
+    gen.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
+    gen.add_argument("--steps", type=int, help="denoising steps")
+    gen.add_argument("--guidance-scale", type=float)
+    gen.add_argument("--seed", type=int)
+    gen.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
+    gen.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")
+    gen.add_argument("--latents", type=Path, help=".npy initial noise [B, C, F', H', W'] (diffusers layout)")
+    gen.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
+    gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
+    gen.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
+    commands.add_parser("presets", help="list the presets")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "presets":
+            from wanjax.application.presets import preset_names
+
+            print("\n".join(preset_names()))
+            return 0
+        return _generate(args)
+    except WanjaxError as err:
+        print(f"wanjax: error: {err}", file=sys.stderr)
+        return 2
+
+
+def _overrides(args: argparse.Namespace) -> dict[str, str]:
+    overrides: dict[str, str] = {}
+    for item in args.set:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set scan_layers=false")
+        overrides[key.strip()] = value
+    for flag, key in FLAG_KEYS.items():
+        value = getattr(args, flag)
+        if value is not None:
+            overrides[key] = value
+    return overrides
+
+
+def _read_latents(path: Path) -> np.ndarray:
+    try:
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as err:
+        raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from wanjax.application.container import build_container
+    from wanjax.application.outputs import check_output_path, write_output
+    from wanjax.application.presets import resolve_config
+
+    config = resolve_config(args.model, _overrides(args))
+    request = config.request(args.prompt)
+    output_type = "latent" if args.output_type == "latent" else "frames"
+    check_output_path(args.out, output_type)
+    latents = _read_latents(args.latents) if args.latents else None
+
+    service = build_container(config).service()
+    service.geometry(request)
+    progress = _progress_bar(request.num_inference_steps, disable=args.quiet)
+    try:
+        result = service.generate(
+            request, initial_latents=latents, output_type=output_type, on_step=lambda done, total: progress.update(1)
+        )
+    finally:
+        progress.close()
+    write_output(result.array, args.out, config.fps)
+    if not args.quiet:
+        print(result.trace.summary())
+    print(f"wrote {args.out}")
+    return 0
+
+
+def _progress_bar(total: int, *, disable: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="denoising", unit="step", disable=disable, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
