@@ -1,0 +1,115 @@
+"""The `TextEncoder` port on transformers' UMT5 encoder, numerically equal to diffusers' Wan pipelines.
+
+Mirrors `WanPipeline._get_t5_prompt_embeds` (diffusers 0.35+): the same prompt
+cleaning, tokenizer call and trimming, so the same weights give the same embeddings
+bit for bit. This is the only module that imports torch for text encoding; the
+composition root imports it lazily so JAX-only runs never load torch.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import regex
+import torch
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, UMT5EncoderModel
+
+from wanjax.domain.errors import CheckpointError, ConfigError, InvalidRequestError
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+"""Weight and compute dtypes the encoder runs in (float16 overflows in T5-family encoders)."""
+
+
+def clean_prompt(text: str) -> str:
+    """diffusers' Wan `prompt_clean`: ftfy repair when ftfy is installed (as diffusers does),
+    HTML entities unescaped twice, runs of whitespace collapsed to one space, ends stripped.
+
+    `regex` rather than `re` because their `\\s` differ (U+001C..U+001F) and diffusers uses `regex`.
+    """
+    try:
+        import ftfy
+    except ImportError:
+        pass
+    else:
+        text = ftfy.fix_text(text)
+    text = html.unescape(html.unescape(text)).strip()
+    return regex.sub(r"\s+", " ", text).strip()
+
+
+class Umt5TextEncoder:
+    """Encodes a batch of prompts in one forward pass; rows are zero past each prompt's tokens."""
+
+    def __init__(self, tokenizer: PreTrainedTokenizerBase, model: UMT5EncoderModel) -> None:
+        self._tokenizer = tokenizer
+        self._model = model.eval()
+
+    @classmethod
+    def from_folders(
+        cls,
+        text_encoder_dir: Path,
+        tokenizer_dir: Path,
+        *,
+        dtype: str = "bfloat16",
+        device: str = "cpu",
+    ) -> Umt5TextEncoder:
+        """Loads a diffusers-format `text_encoder/` and `tokenizer/` pair, offline.
+
+        `dtype` is "float32" or "bfloat16"; `device` is a torch device name such as "cpu".
+        """
+        if dtype not in TORCH_DTYPES:
+            raise ConfigError(
+                f"text encoder dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}"
+            )
+        _require_folder(Path(text_encoder_dir), "text encoder")
+        _require_folder(Path(tokenizer_dir), "tokenizer")
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"cannot load the tokenizer from {tokenizer_dir}: {error}") from error
+        try:
+            model = UMT5EncoderModel.from_pretrained(
+                text_encoder_dir, dtype=TORCH_DTYPES[dtype], local_files_only=True
+            )
+        except (OSError, ValueError) as error:
+            raise CheckpointError(
+                f"cannot load the UMT5 text encoder from {text_encoder_dir}: {error}"
+            ) from error
+        return cls(tokenizer, model.to(torch.device(device)))
+
+    def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray:
+        """Embeddings [B, L, D] float32 with L = `max_sequence_length`; longer prompts are truncated."""
+        if isinstance(prompts, str) or len(prompts) == 0:
+            raise InvalidRequestError(f"prompts must be a non-empty list of strings, got {prompts!r}")
+        if max_sequence_length < 1:
+            raise InvalidRequestError(f"max_sequence_length must be >= 1, got {max_sequence_length}")
+        tokens = self._tokenizer(
+            [clean_prompt(prompt) for prompt in prompts],
+            padding="max_length",
+            max_length=max_sequence_length,
+            truncation=True,
+            add_special_tokens=True,
+            return_attention_mask=True,
+            return_tensors="pt",
+        )
+        device = self._model.device
+        with torch.inference_mode():
+            hidden = self._model(
+                input_ids=tokens.input_ids.to(device), attention_mask=tokens.attention_mask.to(device)
+            ).last_hidden_state  # [B, L, D]
+            lengths = tokens.attention_mask.gt(0).sum(dim=1)  # [B]
+            # Trim by length, as diffusers does (not by mask), so any padding side matches it.
+            keep = torch.arange(max_sequence_length)[None, :] < lengths[:, None]  # [B, L]
+            hidden = hidden.masked_fill(~keep[:, :, None].to(device), 0)
+            return hidden.float().cpu().numpy()
+
+
+def _require_folder(folder: Path, what: str) -> None:
+    if not folder.is_dir():
+        raise CheckpointError(
+            f"{what} folder not found: {folder}. A diffusers-format Wan checkpoint holds "
+            f"text_encoder/ and tokenizer/ beside transformer/ and vae/; point the model path "
+            f"at that checkpoint root (e.g. a download of Wan-AI/Wan2.1-T2V-1.3B-Diffusers)."
+        )
