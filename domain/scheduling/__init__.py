@@ -1,0 +1,31 @@
+"""Sampling schedules and solver tables: everything about a denoising loop that is data-free."""
+
+from wanjax.domain.scheduling.euler import euler_table
+from wanjax.domain.scheduling.flow_sigmas import (
+    NUM_TRAIN_TIMESTEPS,
+    FlowSchedule,
+    euler_flow_schedule,
+    shift_sigmas,
+    unipc_flow_schedule,
+)
+from wanjax.domain.scheduling.solver import (
+    SolverState,
+    SolverTable,
+    StepCoefficients,
+    solver_step,
+)
+from wanjax.domain.scheduling.unipc import unipc_table
+
+__all__ = [
+    "NUM_TRAIN_TIMESTEPS",
+    "FlowSchedule",
+    "SolverState",
+    "SolverTable",
+    "StepCoefficients",
+    "euler_flow_schedule",
+    "euler_table",
+    "shift_sigmas",
+    "solver_step",
+    "unipc_flow_schedule",
+    "unipc_table",
+]
