@@ -46,16 +46,16 @@ def build_text_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> TextEncod
     return Umt5TextEncoder.from_folders(checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"), dtype=dtype)
 
 
-def build_attention(name: str) -> Any:
-    from wanjax.adapters.jax.attention import ATTENTION_BACKENDS
+def xla_attention() -> Any:
+    from wanjax.adapters.jax.attention import XlaAttention
 
-    return ATTENTION_BACKENDS[name]()
+    return XlaAttention()
 
 
 def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: bool, attention: Any) -> Denoiser:
     from wanjax.adapters.jax.denoising import JaxDenoiser
     from wanjax.adapters.jax.dtypes import jax_dtype
-    from wanjax.adapters.jax.transformer.model import TransformerRuntime
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.transformer.weights import load_transformer
 
     runtime = TransformerRuntime(
@@ -68,7 +68,7 @@ def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: boo
 def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str) -> VideoAutoencoder:
     from wanjax.adapters.jax.decoding import JaxVideoDecoder
     from wanjax.adapters.jax.dtypes import jax_dtype
-    from wanjax.adapters.jax.vae.model import VaeRuntime
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime
     from wanjax.adapters.jax.vae.weights import load_vae
 
     runtime = VaeRuntime(dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype))

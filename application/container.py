@@ -19,7 +19,7 @@ class Container(containers.DeclarativeContainer):
     dtype = providers.Singleton(builders.resolve_dtype, config.provided.dtype)
     attention = providers.Selector(
         config.provided.attention,
-        xla=providers.Singleton(builders.build_attention, "xla"),
+        xla=providers.Singleton(builders.xla_attention),
     )
 
     text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, dtype)

@@ -11,3 +11,19 @@ torch.set_num_threads(2)
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """A tiny diffusers-format Wan 2.1 T2V checkpoint (random weights), written once per session."""
+    from tiny_wan import write_tiny_wan_checkpoint
+
+    return write_tiny_wan_checkpoint(tmp_path_factory.mktemp("tiny-wan"))
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory):
+    """The built-in demo checkpoint written into a session cache folder."""
+    from wanjax.adapters.demo.checkpoint import ensure_demo_checkpoint
+
+    return ensure_demo_checkpoint(tmp_path_factory.mktemp("wanjax-cache"))

@@ -21,7 +21,7 @@ def locate_checkpoint(model: str) -> Path:
     if path.is_dir():
         return path
     if not REPO_ID.match(model):
-        raise CheckpointError(f"checkpoint folder not found: {path}; pass an existing folder or a repo id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers")
+        raise CheckpointError(f"checkpoint folder not found: {path}; pass an existing folder, a repo id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers, or a preset name (see `wanjax presets`)")
     return _from_hub(model)
 
 

@@ -115,19 +115,23 @@ def _vae_config() -> dict[str, Any]:
 
 
 def _random_transformer_weights(seed: int) -> dict[str, np.ndarray]:
+    import jax.numpy as jnp
     from flax import nnx
 
-    from wanjax.adapters.jax.transformer.model import TransformerRuntime, WanTransformer
+    from wanjax.adapters.jax.transformer.model import WanTransformer
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.transformer.weights import export_transformer_weights
 
-    model = WanTransformer(DEMO_TRANSFORMER, TransformerRuntime(), rngs=nnx.Rngs(seed))
+    runtime = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    model = WanTransformer(DEMO_TRANSFORMER, runtime, rngs=nnx.Rngs(seed))
     return export_transformer_weights(model)
 
 
 def _random_vae_weights(seed: int) -> dict[str, np.ndarray]:
     from flax import nnx
 
-    from wanjax.adapters.jax.vae.model import VaeRuntime, WanVAE
+    from wanjax.adapters.jax.vae.model import WanVAE
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime
     from wanjax.adapters.jax.vae.weights import export_vae_weights
 
     model = WanVAE(DEMO_VAE, VaeRuntime(), rngs=nnx.Rngs(seed))

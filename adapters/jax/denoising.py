@@ -26,7 +26,7 @@ class JaxDenoiser:
 
     def __init__(self, transformer: WanTransformer) -> None:
         self._graphdef, self._params = nnx.split(transformer)
-        self._dtype = transformer.runtime.dtype
+        self._dtype = transformer.dtype
         self._step = CompiledFunction(self._guided_step)
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> jax.Array:

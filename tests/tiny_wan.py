@@ -1,0 +1,48 @@
+"""Tiny random Wan 2.1 T2V pipelines written by diffusers' own `save_pretrained`.
+
+The loader under test then reads exactly the files and layout a real download has.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import torch
+
+from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
+from wanjax.adapters.torch.demo_umt5 import write_demo_text_encoder
+
+TEXT_DIM = 32
+TINY_TRANSFORMER = dict(
+    patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=16, out_channels=16,
+    text_dim=TEXT_DIM, freq_dim=32, ffn_dim=32, num_layers=2, cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads", rope_max_seq_len=32,
+)  # fmt: skip
+TINY_VAE = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True])
+FLOW_SHIFT = 3.0
+
+
+def tiny_wan_pipeline(seed: int = 0):
+    """A diffusers WanPipeline with seeded random weights (UniPC flow scheduler, as Wan ships)."""
+    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
+    from transformers import AutoTokenizer, UMT5EncoderModel
+
+    with tempfile.TemporaryDirectory() as scratch:
+        write_demo_tokenizer(Path(scratch) / "tokenizer")
+        tokenizer = AutoTokenizer.from_pretrained(Path(scratch) / "tokenizer")
+        write_demo_text_encoder(Path(scratch) / "text_encoder", vocab_size=len(tokenizer), seed=seed, d_model=TEXT_DIM)
+        text_encoder = UMT5EncoderModel.from_pretrained(Path(scratch) / "text_encoder")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        transformer = WanTransformer3DModel(**TINY_TRANSFORMER)
+        vae = AutoencoderKLWan(**TINY_VAE)
+    scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=FLOW_SHIFT)
+    pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=scheduler)
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def write_tiny_wan_checkpoint(folder: Path, seed: int = 0) -> Path:
+    tiny_wan_pipeline(seed).save_pretrained(folder)
+    return folder
