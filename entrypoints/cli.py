@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
         if args.command == "presets":
             from wanjax.application.presets import preset_names
@@ -95,11 +97,9 @@ def _generate(args: argparse.Namespace) -> int:
 
     service = build_container(config).service()
     service.geometry(request)
-    progress = _progress_bar(request.num_inference_steps, disable=args.quiet)
+    progress = StepProgress(disable=args.quiet)
     try:
-        result = service.generate(
-            request, initial_latents=latents, output_type=output_type, on_step=lambda done, total: progress.update(1)
-        )
+        result = service.generate(request, initial_latents=latents, output_type=output_type, on_step=progress)
     finally:
         progress.close()
     write_output(result.array, args.out, config.fps)
@@ -109,10 +109,25 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_bar(total: int, *, disable: bool):
-    from tqdm import tqdm
+class StepProgress:
+    """A progress bar over denoising steps that starts with the first step, after load and compile."""
 
-    return tqdm(total=total, desc="denoising", unit="step", disable=disable, file=sys.stderr)
+    def __init__(self, *, disable: bool) -> None:
+        self._disable = disable
+        self._bar = None
+
+    def __call__(self, done: int, total: int) -> None:
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=total, desc="denoising", unit="step", disable=self._disable, file=sys.stderr)
+        self._bar.update(done - self._bar.n)
+        if done == total:
+            self._bar.close()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
 
 
 if __name__ == "__main__":
