@@ -1,0 +1,56 @@
+"""Hand-written fakes for the ports; each records what it was asked."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from wanjax.domain.plan import SamplingPlan
+
+
+class FakeTextEncoder:
+    def __init__(self, dim: int = 8) -> None:
+        self.dim = dim
+        self.calls: list[list[str]] = []
+
+    def encode(self, prompts, max_sequence_length):
+        self.calls.append(list(prompts))
+        codes = np.array([[len(p)] for p in prompts], dtype=np.float32)
+        return np.broadcast_to(codes[:, :, None], (len(prompts), max_sequence_length, self.dim)).copy()
+
+
+class FakeDenoiser:
+    """Returns the noise scaled by the number of steps; records plans and conditioning shapes."""
+
+    def __init__(self) -> None:
+        self.plans: list[SamplingPlan] = []
+        self.contexts: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = []
+        self.prepared = 0
+
+    def noise(self, seed, shape):
+        return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+
+    def prepare(self, latents, plan, context, negative_context):
+        self.prepared += 1
+
+    def denoise(self, latents, plan, context, negative_context, on_step=None):
+        self.plans.append(plan)
+        self.contexts.append((context.shape, None if negative_context is None else negative_context.shape))
+        for i in range(plan.num_steps):
+            if on_step:
+                on_step(i + 1, plan.num_steps)
+        return np.asarray(latents) * plan.num_steps
+
+
+class FakeAutoencoder:
+    def __init__(self) -> None:
+        self.decoded: list[tuple[int, ...]] = []
+
+    def prepare(self, latents: Any) -> None:
+        pass
+
+    def decode_to_uint8(self, latents):
+        b, f, h, w, _ = latents.shape
+        self.decoded.append(latents.shape)
+        return np.zeros((b, (f - 1) * 4 + 1, h * 8, w * 8, 3), np.uint8)

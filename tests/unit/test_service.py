@@ -1,0 +1,80 @@
+"""The generation service with fake components swapped in through the container."""
+
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+from dependency_injector import providers
+from fakes import FakeAutoencoder, FakeDenoiser, FakeTextEncoder
+
+from wanjax.application.container import build_container
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.scheduling import unipc_table
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+
+@pytest.fixture
+def fakes():
+    return SimpleNamespace(text=FakeTextEncoder(), denoiser=FakeDenoiser(), vae=FakeAutoencoder(), builds=[])
+
+
+@pytest.fixture
+def container(fakes):
+    config = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=6, max_sequence_length=5)
+    container = build_container(config)
+    checkpoint = SimpleNamespace(transformer_spec=TransformerSpec(), vae_spec=VaeSpec())
+    container.checkpoint.override(providers.Object(checkpoint))
+
+    def built(fake):
+        fakes.builds.append(type(fake).__name__)
+        return fake
+
+    container.text_encoder.override(providers.Singleton(built, fakes.text))
+    container.denoiser.override(providers.Singleton(built, fakes.denoiser))
+    container.autoencoder.override(providers.Singleton(built, fakes.vae))
+    return container
+
+
+def test_plan_and_conditioning_reach_the_denoiser(container, fakes):
+    config = container.config()
+    result = container.service().generate(config.request("a cat", negative_prompt="dull"))
+    plan = fakes.denoiser.plans[0]
+    np.testing.assert_array_equal(plan.timesteps, unipc_table(6, config.flow_shift).timesteps)
+    assert fakes.text.calls == [["a cat", "dull"]]  # one batched encoder call
+    assert fakes.denoiser.contexts == [((1, 5, 8), (1, 5, 8))]
+    assert fakes.vae.decoded == [(1, 3, 8, 12, 16)]
+    assert result.array.shape == (1, 9, 64, 96, 3)
+
+
+def test_components_load_once_for_many_generations(container, fakes):
+    service = container.service()
+    config = container.config()
+    traces = [service.generate(config.request(f"prompt {i}")).trace for i in range(3)]
+    assert sorted(fakes.builds) == ["FakeAutoencoder", "FakeDenoiser", "FakeTextEncoder"]
+    assert "load" in traces[0].seconds and "load" not in traces[1].seconds
+
+
+def test_guidance_off_skips_the_negative_prompt(container, fakes):
+    container.service().generate(container.config().request("a cat", guidance_scale=1.0))
+    assert fakes.text.calls == [["a cat"]]
+    assert fakes.denoiser.contexts[0][1] is None
+    assert not fakes.denoiser.plans[0].uses_guidance
+
+
+def test_latent_output_is_in_diffusers_layout_and_skips_decoding(container, fakes):
+    result = container.service().generate(container.config().request("a cat"), output_type="latent")
+    assert result.array.shape == (1, 16, 3, 8, 12)
+    assert fakes.vae.decoded == []
+
+
+def test_initial_latents_are_checked_before_loading(container, fakes):
+    with pytest.raises(InvalidRequestError, match=r"needs \(1, 16, 3, 8, 12\)"):
+        container.service().generate(container.config().request("a cat"), initial_latents=np.zeros((1, 16, 3, 8, 8)))
+    assert fakes.builds == []
+
+
+def test_steps_are_reported(container, fakes):
+    seen = []
+    container.service().generate(container.config().request("a cat"), on_step=lambda d, t: seen.append((d, t)))
+    assert seen == [(i, 6) for i in range(1, 7)]
