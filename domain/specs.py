@@ -37,7 +37,7 @@ class TransformerSpec:
     ffn_dim: int = 13824
     num_layers: int = 40
     cross_attn_norm: bool = True
-    qk_norm: str | None = "rms_norm_across_heads"
+    qk_norm: str = "rms_norm_across_heads"
     eps: float = 1e-6
     rope_max_seq_len: int = 1024
 
@@ -53,10 +53,10 @@ class TransformerSpec:
                     f"transformer config sets {key}={config[key]!r}: image-conditioned Wan "
                     "transformers (I2V) are not supported yet; use a text-to-video checkpoint."
                 )
-        if config.get("qk_norm", "rms_norm_across_heads") not in ("rms_norm_across_heads", None):
+        if config.get("qk_norm", "rms_norm_across_heads") != "rms_norm_across_heads":
             raise UnsupportedModelError(
                 f"transformer config has qk_norm={config['qk_norm']!r}; "
-                "supported: 'rms_norm_across_heads' or null."
+                "supported: 'rms_norm_across_heads' (every published Wan checkpoint)."
             )
         return cls(**_known_fields(cls, config))
 

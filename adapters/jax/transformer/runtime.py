@@ -1,0 +1,25 @@
+"""Runtime choices of the JAX Wan transformer, kept apart from its architecture spec."""
+
+from __future__ import annotations
+
+import attrs
+from jax.typing import DTypeLike
+
+from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
+
+
+@attrs.frozen(kw_only=True)
+class TransformerRuntime:
+    """How to run a `TransformerSpec`: dtypes, layer stacking and the attention kernel.
+
+    `dtype` is the activation (compute) dtype, `param_dtype` the storage dtype of the
+    weights. The few parameters diffusers keeps in fp32 (modulation tables, the time
+    embedder, the affine cross-attention norm) stay fp32 whatever `param_dtype` says.
+    `scan_layers` stacks the identical blocks along a leading "layers" axis and runs
+    them with `nnx.scan` (one compiled block); otherwise they are a Python list.
+    """
+
+    dtype: DTypeLike
+    param_dtype: DTypeLike
+    scan_layers: bool = True
+    attention: AttentionFn = attrs.field(factory=XlaAttention)
