@@ -66,8 +66,8 @@ WAN21_LATENTS_MEAN = (
     0.4134, -0.0715, 0.5517, -0.3632, -0.1922, -0.9497, 0.2503, -0.2921,
 )  # fmt: skip
 WAN21_LATENTS_STD = (
-    2.8184, 1.4541, 1.5646, 1.7213, 1.1640, 1.3636, 2.0032, 1.2658,
-    2.4007, 1.4500, 1.5779, 2.2930, 1.2850, 1.2050, 1.4930, 1.1180,
+    2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
+    3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
 )  # fmt: skip
 
 
@@ -85,6 +85,18 @@ class VaeSpec:
     )
     latents_mean: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_MEAN, converter=tuple)
     latents_std: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_STD, converter=tuple)
+
+    def __attrs_post_init__(self) -> None:
+        if not len(self.latents_mean) == len(self.latents_std) == self.z_dim:
+            raise UnsupportedModelError(
+                f"vae config has {len(self.latents_mean)} latents_mean and {len(self.latents_std)} "
+                f"latents_std values for z_dim={self.z_dim}; each needs exactly z_dim values"
+            )
+        if self.attn_scales:
+            raise UnsupportedModelError(
+                f"vae config sets attn_scales={list(self.attn_scales)}; no released Wan VAE uses "
+                "attention at those scales and it is not supported: use attn_scales []"
+            )
 
     @property
     def temporal_compression(self) -> int:

@@ -1,0 +1,159 @@
+"""Primitive layers of the Wan 2.1 VAE, channels last.
+
+Video activations are [B, T, H, W, C]; per-frame (2D) layers see [N, H, W, C] with
+N = B * T. Parameter names (`weight`, `bias`, `gamma`) follow diffusers so that the
+checkpoint mapping in `weights.py` stays mechanical; kernels are stored in JAX layout
+([kt, kh, kw, in, out] / [kh, kw, in, out]).
+
+The video runs through the VAE in temporal chunks. A causal convolution carries a
+cache: the last input frames of the previous chunk, prepended in place of the left
+zero padding, so chunk-by-chunk output equals the whole-video output. Caches are
+passed in and returned (None on the first chunk), never stored on the module, so the
+chunk loop can become a `lax.scan` with the caches as carry.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from wanjax.adapters.jax.vae.runtime import VaeRuntime
+
+# torch's default Conv init: uniform(+-1/sqrt(fan_in)) on the kernel.
+_KERNEL_INIT = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+# F.normalize's floor on the L2 norm.
+_NORM_EPS = 1e-12
+
+
+def _conv(
+    x: jax.Array,
+    weight: nnx.Param,
+    bias: nnx.Param,
+    strides: tuple[int, ...],
+    padding: tuple[tuple[int, int], ...],
+    runtime: VaeRuntime,
+) -> jax.Array:
+    rank = x.ndim - 2
+    spatial = "DHW"[-rank:]
+    y = jax.lax.conv_general_dilated(
+        x.astype(runtime.dtype),
+        weight[...].astype(runtime.dtype),
+        window_strides=strides,
+        padding=padding,
+        dimension_numbers=(f"N{spatial}C", f"{spatial}IO", f"N{spatial}C"),
+        precision=runtime.precision,
+    )
+    return y + bias[...].astype(runtime.dtype)
+
+
+class CausalConv3d(nnx.Module):
+    """3D convolution whose output frame t sees input frames <= t only.
+
+    `padding` is diffusers' (t, h, w) padding: space is zero padded on both sides,
+    time by 2 * t frames on the left only (zeros on the first chunk, the cache after).
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        kernel_size: tuple[int, int, int],
+        runtime: VaeRuntime,
+        *,
+        stride: tuple[int, int, int] = (1, 1, 1),
+        padding: tuple[int, int, int] = (0, 0, 0),
+        rngs: nnx.Rngs,
+    ) -> None:
+        self.runtime = runtime
+        self.stride = stride
+        self.spatial_padding = ((0, 0), (padding[1],) * 2, (padding[2],) * 2)
+        self.context_frames = 2 * padding[0]
+        shape = (*kernel_size, in_features, out_features)
+        self.weight = nnx.Param(_KERNEL_INIT(rngs.params(), shape, runtime.param_dtype))
+        self.bias = nnx.Param(jnp.zeros((out_features,), runtime.param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        """Convolves `x` [B, T, H, W, Cin] as given, with no time padding."""
+        return _conv(x, self.weight, self.bias, self.stride, self.spatial_padding, self.runtime)
+
+    def stream(self, x: jax.Array, cache: jax.Array | None) -> tuple[jax.Array, jax.Array]:
+        """One chunk `x` [B, T, H, W, Cin] -> (output, cache [B, context_frames, H, W, Cin])."""
+        if cache is None:
+            cache = jnp.zeros((x.shape[0], self.context_frames, *x.shape[2:]), x.dtype)
+        x = jnp.concatenate([cache.astype(x.dtype), x], axis=1)
+        return self(x), x[:, x.shape[1] - self.context_frames :]
+
+
+class Conv2d(nnx.Module):
+    """Per-frame 2D convolution over [N, H, W, Cin]."""
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        kernel_size: int,
+        runtime: VaeRuntime,
+        *,
+        stride: int = 1,
+        padding: tuple[tuple[int, int], tuple[int, int]] = ((0, 0), (0, 0)),
+        rngs: nnx.Rngs,
+    ) -> None:
+        self.runtime = runtime
+        self.stride = (stride, stride)
+        self.padding = padding
+        shape = (kernel_size, kernel_size, in_features, out_features)
+        self.weight = nnx.Param(_KERNEL_INIT(rngs.params(), shape, runtime.param_dtype))
+        self.bias = nnx.Param(jnp.zeros((out_features,), runtime.param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        return _conv(x, self.weight, self.bias, self.stride, self.padding, self.runtime)
+
+
+class RMSNorm(nnx.Module):
+    """Channel L2 normalisation times sqrt(C) times gamma (diffusers' WanRMS_norm).
+
+    `images` picks gamma's shape as diffusers does: [1, 1, C] for per-frame inputs
+    [N, H, W, C], [1, 1, 1, C] for video [B, T, H, W, C] (torch: [C, 1, 1] / [C, 1, 1, 1]).
+    The Wan 2.1 VAE builds every norm without diffusers' optional bias, so there is none.
+    """
+
+    def __init__(self, dim: int, runtime: VaeRuntime, *, images: bool) -> None:
+        self.runtime = runtime
+        self.scale = math.sqrt(dim)
+        shape = (1,) * (2 if images else 3) + (dim,)
+        self.gamma = nnx.Param(jnp.ones(shape, runtime.param_dtype))
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        # The L2 norm runs in float32 (diffusers upcasts only half-precision inputs,
+        # which gives the same result), then the product is taken in the compute dtype.
+        x32 = x.astype(jnp.float32)
+        norm = jnp.sqrt(jnp.sum(x32 * x32, axis=-1, keepdims=True))
+        normalized = (x32 / jnp.maximum(norm, _NORM_EPS)).astype(self.runtime.dtype)
+        return normalized * self.scale * self.gamma[...].astype(self.runtime.dtype)
+
+
+class AttentionBlock(nnx.Module):
+    """Single-head self-attention within each frame over its H*W positions, residual."""
+
+    def __init__(self, dim: int, runtime: VaeRuntime, *, rngs: nnx.Rngs) -> None:
+        self.runtime = runtime
+        self.norm = RMSNorm(dim, runtime, images=True)
+        self.to_qkv = Conv2d(dim, 3 * dim, 1, runtime, rngs=rngs)
+        self.proj = Conv2d(dim, dim, 1, runtime, rngs=rngs)
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        b, t, h, w, c = x.shape  # [B, T, H, W, C]
+        qkv = self.to_qkv(self.norm(x.reshape(b * t, h, w, c)))  # [N, H, W, 3C]
+        q, k, v = jnp.split(qkv.reshape(b * t, h * w, 3 * c), 3, axis=-1)  # [N, L, C] each
+        # Logits and softmax in float32 (torch's SDPA is float32 throughout for f32 inputs).
+        logits = jnp.einsum(
+            "NQC,NKC->NQK", q, k, precision=self.runtime.precision, preferred_element_type=jnp.float32
+        )
+        probs = jax.nn.softmax(logits / math.sqrt(c), axis=-1).astype(v.dtype)
+        out = jnp.einsum("NQK,NKC->NQC", probs, v, precision=self.runtime.precision)
+        out = self.proj(out.reshape(b * t, h, w, c))
+        return x + out.reshape(b, t, h, w, c)
