@@ -10,7 +10,11 @@ from wanjax.adapters.media.atomic import atomic_path
 
 
 class Mp4Sink:
-    """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even)."""
+    """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even).
+
+    x264 runs on one thread: its output depends on its thread count, and the same frames
+    must give the same file on every machine.
+    """
 
     def __init__(self, crf: int = 18) -> None:
         self.crf = crf
@@ -24,7 +28,7 @@ class Mp4Sink:
             with av.open(str(temporary), mode="w", format="mp4") as container:
                 stream = container.add_stream("libx264", rate=fps)
                 stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-                stream.options = {"crf": str(self.crf)}
+                stream.options = {"crf": str(self.crf), "threads": "1"}
                 for frame in frames:
                     container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
                 container.mux(stream.encode())
