@@ -61,8 +61,8 @@ def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: boo
     runtime = TransformerRuntime(
         dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype), scan_layers=scan_layers, attention=attention
     )
-    transformer = load_transformer(checkpoint.transformer_spec, runtime, checkpoint.weights("transformer"))
-    return JaxDenoiser(transformer)
+    spec = checkpoint.transformer_spec
+    return JaxDenoiser([load_transformer(spec, runtime, checkpoint.weights(expert)) for expert in checkpoint.experts])
 
 
 def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str) -> VideoAutoencoder:

@@ -32,6 +32,8 @@ class Container(containers.DeclarativeContainer):
         ModelComponents,
         transformer_spec=checkpoint.provided.transformer_spec,
         vae_spec=checkpoint.provided.vae_spec,
+        num_experts=providers.Callable(len, checkpoint.provided.experts),
+        boundary_ratio=checkpoint.provided.boundary_ratio,
         text_encoder=text_encoder.provider,
         denoiser=denoiser.provider,
         autoencoder=autoencoder.provider,

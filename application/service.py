@@ -34,6 +34,8 @@ class ModelComponents:
 
     transformer_spec: TransformerSpec
     vae_spec: VaeSpec
+    num_experts: int
+    boundary_ratio: float | None
     text_encoder: Callable[[], TextEncoder]
     denoiser: Callable[[], Denoiser]
     autoencoder: Callable[[], VideoAutoencoder]
@@ -72,6 +74,8 @@ class GenerationService:
         geometry = self.geometry(request)
         if initial_latents is not None:
             geometry.check_diffusers_latents(initial_latents)
+        c = self._components
+        plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         trace = TimingTrace()
         self.load(trace)
         assert self._loaded is not None
@@ -82,7 +86,6 @@ class GenerationService:
             embeddings = text_encoder.encode(prompts, self._max_sequence_length)
             context = embeddings[:1]
             negative_context = embeddings[1:] if request.uses_guidance else None
-            plan = plan_sampling(request)
             if initial_latents is None:
                 latents: Any = denoiser.noise(request.seed, geometry.shape)
             else:

@@ -49,6 +49,8 @@ class GenerationConfig:
     num_frames: int = 81
     num_inference_steps: int = 50
     guidance_scale: float = 5.0
+    guidance_scale_low: float | None = attrs.field(default=None, metadata={"parse": float})
+    boundary_ratio: float | None = attrs.field(default=None, metadata={"parse": float})
     flow_shift: float = 3.0
     sample_solver: str = attrs.field(default="unipc", validator=_one_of(SOLVERS))
     negative_prompt: str = ""
@@ -62,17 +64,11 @@ class GenerationConfig:
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str = "config") -> GenerationConfig:
         """Builds a config from typed values (a parsed preset), rejecting unknown keys."""
-        for key in values:
-            _check_known(key, source)
-        typed = {key: _coerce(key, value, source) for key, value in values.items()}
-        return cls(**typed)
+        return cls(**_typed(values, source))
 
     def with_overrides(self, overrides: Mapping[str, Any], *, source: str = "--set") -> GenerationConfig:
         """A copy with `overrides` applied; string values are parsed to the key's type."""
-        for key in overrides:
-            _check_known(key, source)
-        typed = {key: _coerce(key, value, source) for key, value in overrides.items()}
-        return attrs.evolve(self, **typed)
+        return attrs.evolve(self, **_typed(overrides, source))
 
     def request(self, prompt: str, **overrides: Any) -> GenerationRequest:
         """A request with this config's sampling defaults, overridden where given (None = default)."""
@@ -85,11 +81,26 @@ class GenerationConfig:
         return GenerationRequest(prompt=prompt, **values)
 
 
+# Other names users of maxdiffusion and diffusers know for the same keys.
+ALIASES = {"guidance_scale_high": "guidance_scale", "guidance_scale_2": "guidance_scale_low"}
+
+
+def _typed(values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    typed: dict[str, Any] = {}
+    for given, value in values.items():
+        key = ALIASES.get(given, given)
+        _check_known(key, source)
+        if key in typed:
+            raise ConfigError(f"{source}: {given!r} sets {key!r} a second time; give it once")
+        typed[key] = _coerce(key, value, source)
+    return typed
+
+
 def _check_known(key: str, source: str) -> None:
     known = GenerationConfig.keys()
     if key in known:
         return
-    close = difflib.get_close_matches(key, known, n=1)
+    close = difflib.get_close_matches(key, (*known, *ALIASES), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"{source}: unknown config key {key!r}.{hint} Known keys: {', '.join(known)}")
 
@@ -99,8 +110,14 @@ _FALSE = ("0", "false", "no", "off")
 
 
 def _coerce(key: str, value: Any, source: str) -> Any:
-    """Parses `value` into the type of `key`'s default; a mismatch is a ConfigError."""
-    kind = type(attrs.fields_dict(GenerationConfig)[key].default)
+    """Parses `value` into the type of `key`'s default; a mismatch is a ConfigError.
+
+    Keys whose default is None name their type in metadata["parse"] and accept none/null.
+    """
+    field = attrs.fields_dict(GenerationConfig)[key]
+    kind = field.metadata.get("parse", type(field.default))
+    if "parse" in field.metadata and (value is None or str(value).strip().lower() in ("none", "null", "")):
+        return None
     try:
         if kind is bool:
             if isinstance(value, bool):

@@ -5,21 +5,25 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
-from wanjax.domain.scheduling import SolverTable, euler_table, unipc_table
+from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, euler_table, unipc_table
+
+HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `transformer_2`
 
 
 @attrs.frozen(eq=False)
 class SamplingPlan:
-    """Per step i of S: the solver row, the model's timestep, and the guidance scale.
+    """Per step i of S: the solver row, the model's timestep, the expert and its guidance scale.
 
     `uses_guidance` decides whether the unconditional pass runs at all (a static choice
-    for the device loop); the per-step scales are traced values, so changing them never
-    recompiles.
+    for the device loop); the per-step scales and experts are plain values, so changing
+    them never recompiles.
     """
 
     solver: SolverTable
     guidance_scales: np.ndarray  # [S] float32
+    experts: np.ndarray  # [S] int32: HIGH_NOISE or LOW_NOISE
     uses_guidance: bool
 
     @property
@@ -31,11 +35,36 @@ class SamplingPlan:
         return self.solver.timesteps
 
 
-def plan_sampling(request: GenerationRequest) -> SamplingPlan:
+def expert_per_step(timesteps: np.ndarray, boundary_ratio: float | None) -> np.ndarray:
+    """The high-noise expert while t >= boundary_ratio * 1000, then the low-noise one (as diffusers)."""
+    if boundary_ratio is None:
+        return np.full(len(timesteps), HIGH_NOISE, dtype=np.int32)
+    boundary = boundary_ratio * NUM_TRAIN_TIMESTEPS
+    return np.where(timesteps >= boundary, HIGH_NOISE, LOW_NOISE).astype(np.int32)
+
+
+def plan_sampling(
+    request: GenerationRequest, *, num_experts: int = 1, model_boundary_ratio: float | None = None
+) -> SamplingPlan:
+    """The plan for `request` on a model with `num_experts` transformers (1, or 2 for Wan 2.2 A14B)."""
     steps, shift = request.num_inference_steps, request.flow_shift
-    if request.sample_solver == "euler":
-        solver = euler_table(steps, shift)
+    solver = euler_table(steps, shift) if request.sample_solver == "euler" else unipc_table(steps, shift)
+    if num_experts == 1:
+        for name in ("guidance_scale_low", "boundary_ratio"):
+            if getattr(request, name) is not None:
+                raise InvalidRequestError(
+                    f"{name}={getattr(request, name)!r}: this model has one transformer; "
+                    f"{name} applies only to two-expert (Wan 2.2 A14B) models: leave it unset"
+                )
+        boundary = None
     else:
-        solver = unipc_table(steps, shift)
-    scales = np.full(steps, request.guidance_scale, dtype=np.float32)
-    return SamplingPlan(solver=solver, guidance_scales=scales, uses_guidance=request.uses_guidance)
+        boundary = request.boundary_ratio if request.boundary_ratio is not None else model_boundary_ratio
+        if boundary is None:
+            raise InvalidRequestError(
+                "boundary_ratio is unset and the checkpoint's model_index.json gives none; "
+                "set it, e.g. --set boundary_ratio=0.875"
+            )
+    experts = expert_per_step(solver.timesteps, boundary)
+    low = request.guidance_scale if request.guidance_scale_low is None else request.guidance_scale_low
+    scales = np.where(experts == HIGH_NOISE, request.guidance_scale, low).astype(np.float32)
+    return SamplingPlan(solver=solver, guidance_scales=scales, experts=experts, uses_guidance=request.uses_guidance)

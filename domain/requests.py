@@ -51,6 +51,16 @@ def _positive_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
         _fail(attribute.name, value, "must be a number > 0")
 
 
+def _optional_non_negative_float(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None:
+        _non_negative_float(instance, attribute, value)
+
+
+def _optional_ratio(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1):
+        _fail(attribute.name, value, "must be a number strictly between 0 and 1 (e.g. 0.875), or unset")
+
+
 def _seed(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
         _fail(attribute.name, value, f"must be an integer in [0, {MAX_SEED}]")
@@ -85,11 +95,17 @@ class GenerationRequest:
     num_frames: int = attrs.field(validator=_four_k_plus_one)
     num_inference_steps: int = attrs.field(validator=_positive_int)
     guidance_scale: float = attrs.field(validator=_non_negative_float)
+    guidance_scale_low: float | None = attrs.field(default=None, validator=_optional_non_negative_float)
+    """Guidance of the low-noise expert (Wan 2.2 A14B); None means `guidance_scale`."""
+    boundary_ratio: float | None = attrs.field(default=None, validator=_optional_ratio)
+    """Where the low-noise expert takes over, as a fraction of the 1000 training timesteps;
+    None means the checkpoint's own value."""
     flow_shift: float = attrs.field(validator=_positive_float)
     sample_solver: str = attrs.field(default="unipc", validator=_solver)
     seed: int = attrs.field(default=0, validator=_seed)
 
     @property
     def uses_guidance(self) -> bool:
-        """Classifier-free guidance runs only above 1, as in diffusers' WanPipeline."""
+        """Classifier-free guidance runs only when `guidance_scale` is above 1, as in diffusers'
+        WanPipeline (whatever the low-noise expert's scale)."""
         return self.guidance_scale > 1.0

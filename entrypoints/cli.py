@@ -20,6 +20,7 @@ FLAG_KEYS = {
     "num_frames": "num_frames",
     "steps": "num_inference_steps",
     "guidance_scale": "guidance_scale",
+    "guidance_scale_low": "guidance_scale_low",
     "seed": "seed",
     "dtype": "dtype",
 }
@@ -36,7 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--width", type=int)
     gen.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
     gen.add_argument("--steps", type=int, help="denoising steps")
-    gen.add_argument("--guidance-scale", type=float)
+    gen.add_argument("--guidance-scale", type=float, help="guidance (of the high-noise expert on Wan 2.2 A14B)")
+    gen.add_argument("--guidance-scale-low", type=float, help="guidance of the low-noise expert (Wan 2.2 A14B)")
     gen.add_argument("--seed", type=int)
     gen.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
     gen.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")

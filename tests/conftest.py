@@ -27,3 +27,30 @@ def demo_cache(tmp_path_factory):
     from wanjax.adapters.demo.checkpoint import ensure_demo_checkpoint
 
     return ensure_demo_checkpoint(tmp_path_factory.mktemp("wanjax-cache"))
+
+
+@pytest.fixture(scope="session")
+def tiny_a14b_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.2 A14B-style checkpoint: two experts, boundary_ratio 0.875 in model_index.json."""
+    from tiny_wan import write_tiny_wan_checkpoint
+
+    return write_tiny_wan_checkpoint(tmp_path_factory.mktemp("tiny-a14b"), boundary_ratio=0.875)
+
+
+class CompileCounter:
+    """Counts XLA backend compilations in this process (JAX's monitoring events)."""
+
+    EVENT = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self) -> None:
+        self.count = 0
+        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+
+    def _on_event(self, event: str, duration: float, **kwargs) -> None:
+        if event == self.EVENT:
+            self.count += 1
+
+
+@pytest.fixture(scope="session")
+def compile_counter() -> CompileCounter:
+    return CompileCounter()

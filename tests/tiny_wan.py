@@ -23,8 +23,12 @@ TINY_VAE = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, t
 FLOW_SHIFT = 3.0
 
 
-def tiny_wan_pipeline(seed: int = 0):
-    """A diffusers WanPipeline with seeded random weights (UniPC flow scheduler, as Wan ships)."""
+def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
+    """A diffusers WanPipeline with seeded random weights (UniPC flow scheduler, as Wan ships).
+
+    With `boundary_ratio`, a Wan 2.2 A14B-style pipeline: a second expert `transformer_2`
+    of the same architecture with its own weights.
+    """
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
     from transformers import AutoTokenizer, UMT5EncoderModel
 
@@ -37,12 +41,16 @@ def tiny_wan_pipeline(seed: int = 0):
         torch.manual_seed(seed)
         transformer = WanTransformer3DModel(**TINY_TRANSFORMER)
         vae = AutoencoderKLWan(**TINY_VAE)
+        experts = {"transformer_2": WanTransformer3DModel(**TINY_TRANSFORMER)} if boundary_ratio else {}
     scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=FLOW_SHIFT)
-    pipe = WanPipeline(tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=scheduler)
+    pipe = WanPipeline(
+        tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=scheduler,
+        boundary_ratio=boundary_ratio, **experts,
+    )  # fmt: skip
     pipe.set_progress_bar_config(disable=True)
     return pipe
 
 
-def write_tiny_wan_checkpoint(folder: Path, seed: int = 0) -> Path:
-    tiny_wan_pipeline(seed).save_pretrained(folder)
+def write_tiny_wan_checkpoint(folder: Path, seed: int = 0, *, boundary_ratio: float | None = None) -> Path:
+    tiny_wan_pipeline(seed, boundary_ratio=boundary_ratio).save_pretrained(folder)
     return folder

@@ -30,9 +30,9 @@ class DiffusersCheckpoint:
             raise UnsupportedModelError(
                 f"{self.root}: pipeline {pipeline!r} is not supported yet; supported: {', '.join(SUPPORTED_PIPELINES)}"
             )
-        if index.get("transformer_2") not in (None, [None, None]):
-            raise UnsupportedModelError(f"{self.root}: two-expert (Wan 2.2 A14B) checkpoints are not supported yet")
-        for component in COMPONENTS:
+        self.experts = ("transformer", "transformer_2") if _names_component(index.get("transformer_2")) else ("transformer",)
+        self.boundary_ratio: float | None = index.get("boundary_ratio")
+        for component in (*COMPONENTS, *self.experts[1:]):
             if not self.folder(component).is_dir():
                 raise CheckpointError(
                     f"{self.root}: component folder {component}/ is missing; re-download the checkpoint"
@@ -50,7 +50,14 @@ class DiffusersCheckpoint:
 
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
-        return TransformerSpec.from_diffusers_config(self.config("transformer"))
+        """The architecture every expert shares (one compiled step serves them all)."""
+        specs = [TransformerSpec.from_diffusers_config(self.config(expert)) for expert in self.experts]
+        if any(spec != specs[0] for spec in specs[1:]):
+            raise UnsupportedModelError(
+                f"{self.root}: transformer/ and transformer_2/ have different architectures; "
+                "Wan 2.2 experts must share one"
+            )
+        return specs[0]
 
     @cached_property
     def vae_spec(self) -> VaeSpec:
@@ -61,8 +68,13 @@ class DiffusersCheckpoint:
         _ = self.transformer_spec, self.vae_spec
         self.config("scheduler")
         self.config("text_encoder")
-        for component in WEIGHTED_COMPONENTS:
+        for component in (*WEIGHTED_COMPONENTS, *self.experts[1:]):
             self.weights(component)
+
+
+def _names_component(entry: object) -> bool:
+    """model_index.json lists an absent optional component as null or [null, null]."""
+    return isinstance(entry, list) and any(part is not None for part in entry)
 
 
 def _read_json(path: Path, *, what: str) -> dict[str, Any]:

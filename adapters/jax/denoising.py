@@ -1,12 +1,14 @@
-"""The JAX denoiser: executes a SamplingPlan with the Wan transformer, one compiled step per call.
+"""The JAX denoiser: executes a SamplingPlan with the Wan transformer(s), one compiled step per call.
 
 The step (transformer pass, classifier-free guidance, solver update) is one executable;
-the plan's per-step values (solver row, timestep, guidance scale) are its arguments, so
-any step count, shift or guidance scale runs without recompiling.
+the plan's per-step values (solver row, timestep, guidance scale) and the expert's
+weights are its arguments, so any step count, shift, guidance scale or expert switch
+(Wan 2.2's experts share one architecture) runs without recompiling.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import jax
@@ -22,12 +24,18 @@ from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
 
 
 class JaxDenoiser:
-    """Implements the Denoiser port on one Wan transformer."""
+    """Implements the Denoiser port on Wan transformers: one, or Wan 2.2's two experts (high noise first)."""
 
-    def __init__(self, transformer: WanTransformer) -> None:
-        self._graphdef, self._params = nnx.split(transformer)
-        self._dtype = transformer.dtype
+    def __init__(self, experts: Sequence[WanTransformer]) -> None:
+        self._graphdef = nnx.graphdef(experts[0])
+        self._params = [nnx.split(expert)[1] for expert in experts]
+        self._dtype = experts[0].dtype
         self._step = CompiledFunction(self._guided_step)
+
+    @property
+    def num_compiled(self) -> int:
+        """Executables compiled so far (one per latent/context shape, whatever the expert)."""
+        return self._step.num_compiled
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> jax.Array:
         return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
@@ -55,8 +63,8 @@ class JaxDenoiser:
         return jax.block_until_ready(state.sample)
 
     def _step_args(self, state: SolverState, plan: SamplingPlan, i: int, contexts: Any) -> tuple[Any, ...]:
-        row = plan.solver.row(i)
-        return (self._params, state, row, plan.timesteps[i], plan.guidance_scales[i], contexts)
+        params = self._params[plan.experts[i]]
+        return (params, state, plan.solver.row(i), plan.timesteps[i], plan.guidance_scales[i], contexts)
 
     def _guided_step(
         self,

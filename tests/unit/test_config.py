@@ -52,3 +52,15 @@ def test_model_argument_is_a_preset_or_a_checkpoint():
 def test_unknown_preset_lists_the_known():
     with pytest.raises(ConfigError, match="known presets: demo"):
         load_preset("wan9")
+
+
+def test_aliases_from_diffusers_and_maxdiffusion_names():
+    config = GenerationConfig().with_overrides({"guidance_scale_2": "3.5", "guidance_scale_high": "4"})
+    assert (config.guidance_scale, config.guidance_scale_low) == (4.0, 3.5)
+    with pytest.raises(ConfigError, match="second time"):
+        GenerationConfig().with_overrides({"guidance_scale_2": "3", "guidance_scale_low": "2"})
+
+
+def test_optional_keys_accept_none():
+    config = GenerationConfig(boundary_ratio=0.9).with_overrides({"boundary_ratio": "none"})
+    assert config.boundary_ratio is None

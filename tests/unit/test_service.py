@@ -23,7 +23,9 @@ def fakes():
 def container(fakes):
     config = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=6, max_sequence_length=5)
     container = build_container(config)
-    checkpoint = SimpleNamespace(transformer_spec=TransformerSpec(), vae_spec=VaeSpec())
+    checkpoint = SimpleNamespace(
+        transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None
+    )
     container.checkpoint.override(providers.Object(checkpoint))
 
     def built(fake):
