@@ -73,7 +73,7 @@ class GenerationConfig:
     def request(self, prompt: str, **overrides: Any) -> GenerationRequest:
         """A request with this config's sampling defaults, overridden where given (None = default)."""
         names = {f.name for f in attrs.fields(GenerationRequest)}
-        values = {name: getattr(self, name) for name in names if name != "prompt"}
+        values = {name: getattr(self, name) for name in names & set(self.keys())}
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - names
         if unknown:

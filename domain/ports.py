@@ -24,6 +24,13 @@ class TextEncoder(Protocol):
     def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray: ...
 
 
+class ImageEncoder(Protocol):
+    """Images [H, W, 3] uint8 (RGB, any size) -> image embeddings [B, M, D] float32, one row per image
+    (Wan 2.1 I2V: CLIP ViT-H/14's penultimate hidden state, [B, 257, 1280])."""
+
+    def encode(self, images: Sequence[np.ndarray]) -> np.ndarray: ...
+
+
 class Denoiser(Protocol):
     """Runs a sampling plan from initial noise to final latents.
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import attrs
+import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
 
@@ -76,6 +77,16 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         _fail(attribute.name, value, "must be a text")
 
 
+def _optional_image(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != 3 or value.shape[2] != 3:
+        shape = getattr(value, "shape", None)
+        _fail(attribute.name, f"<{type(value).__name__} {shape}>", "must be RGB pixels, a uint8 array [H, W, 3]")
+    if min(value.shape[:2]) < 1:
+        _fail(attribute.name, f"<array {value.shape}>", "is empty")
+
+
 SOLVERS = ("unipc", "euler")
 
 
@@ -103,6 +114,8 @@ class GenerationRequest:
     flow_shift: float = attrs.field(validator=_positive_float)
     sample_solver: str = attrs.field(default="unipc", validator=_solver)
     seed: int = attrs.field(default=0, validator=_seed)
+    image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
+    """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
 
     @property
     def uses_guidance(self) -> bool:

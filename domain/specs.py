@@ -25,7 +25,15 @@ def _known_fields(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
 
 @attrs.frozen(kw_only=True)
 class TransformerSpec:
-    """WanTransformer3DModel architecture (Wan 2.1 T2V family)."""
+    """WanTransformer3DModel architecture: every Wan 2.1 / 2.2 transformer.
+
+    The variants differ only in sizes and three optional fields. Wan 2.1 I2V sets
+    `image_dim` (CLIP token width) and `added_kv_proj_dim` (= inner_dim): its
+    cross-attention also attends over the embedded CLIP image tokens. FLF2V adds
+    `pos_embed_seq_len`, a learnt position embedding over the first and last frames'
+    image tokens. Wan 2.2 I2V and TI2V condition on the image through extra latent
+    channels only (`in_channels`), so they set none of the three.
+    """
 
     patch_size: tuple[int, int, int] = attrs.field(default=(1, 2, 2), converter=_tuple_of_ints)
     num_attention_heads: int = 40
@@ -40,19 +48,39 @@ class TransformerSpec:
     qk_norm: str = "rms_norm_across_heads"
     eps: float = 1e-6
     rope_max_seq_len: int = 1024
+    image_dim: int | None = None
+    added_kv_proj_dim: int | None = None
+    pos_embed_seq_len: int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.image_dim is None) != (self.added_kv_proj_dim is None):
+            raise UnsupportedModelError(
+                f"transformer config sets image_dim={self.image_dim!r} and added_kv_proj_dim="
+                f"{self.added_kv_proj_dim!r}: Wan image-to-video transformers set both (the image "
+                "embedder feeds the added K/V projections), the others neither"
+            )
+        if self.added_kv_proj_dim is not None and self.added_kv_proj_dim != self.inner_dim:
+            raise UnsupportedModelError(
+                f"transformer config sets added_kv_proj_dim={self.added_kv_proj_dim}; it must equal "
+                f"num_attention_heads * attention_head_dim = {self.inner_dim}, the image embedder's width"
+            )
+        if self.pos_embed_seq_len is not None and self.image_dim is None:
+            raise UnsupportedModelError(
+                f"transformer config sets pos_embed_seq_len={self.pos_embed_seq_len} without image_dim; "
+                "the position embedding belongs to the image embedder (Wan 2.1 FLF2V)"
+            )
 
     @property
     def inner_dim(self) -> int:
         return self.num_attention_heads * self.attention_head_dim
 
+    @property
+    def uses_image_embeddings(self) -> bool:
+        """Whether the cross-attention also attends over CLIP image embeddings (Wan 2.1 I2V, FLF2V)."""
+        return self.image_dim is not None
+
     @classmethod
     def from_diffusers_config(cls, config: Mapping[str, Any]) -> TransformerSpec:
-        for key in ("image_dim", "added_kv_proj_dim", "pos_embed_seq_len"):
-            if config.get(key) is not None:
-                raise UnsupportedModelError(
-                    f"transformer config sets {key}={config[key]!r}: image-conditioned Wan "
-                    "transformers (I2V) are not supported yet; use a text-to-video checkpoint."
-                )
         if config.get("qk_norm", "rms_norm_across_heads") != "rms_norm_across_heads":
             raise UnsupportedModelError(
                 f"transformer config has qk_norm={config['qk_norm']!r}; "

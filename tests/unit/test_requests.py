@@ -1,5 +1,6 @@
 """Every invalid request field is refused on construction, with a message naming field and fix."""
 
+import numpy as np
 import pytest
 
 from wanjax.domain.config import GenerationConfig
@@ -49,3 +50,17 @@ def test_guidance_at_or_below_one_turns_cfg_off():
 def test_config_fills_request_defaults_and_overrides():
     request = GenerationConfig(height=256, width=256, num_frames=9).request("x", num_frames=5, seed=None)
     assert (request.height, request.num_frames, request.seed) == (256, 5, 0)
+
+
+@pytest.mark.parametrize(
+    "image",
+    [np.zeros((8, 8), np.uint8), np.zeros((8, 8, 4), np.uint8), np.zeros((8, 8, 3), np.float32), "cat.png", np.zeros((0, 8, 3), np.uint8)],
+)
+def test_image_must_be_rgb_uint8_pixels(image):
+    with pytest.raises(InvalidRequestError, match="image="):
+        GenerationRequest(**VALID, image=image)
+
+
+def test_image_is_carried():
+    pixels = np.zeros((5, 7, 3), np.uint8)
+    assert GenerationRequest(**VALID, image=pixels).image is pixels

@@ -29,11 +29,18 @@ def test_transformer_reads_a_diffusers_config_and_ignores_bookkeeping_keys():
     assert (spec.num_layers, spec.inner_dim, spec.patch_size) == (30, 1536, (1, 2, 2))
 
 
+def test_i2v_transformer_config_is_read():
+    spec = TransformerSpec.from_diffusers_config({"image_dim": 1280, "added_kv_proj_dim": 5120, "in_channels": 36})
+    assert spec.uses_image_embeddings and spec.in_channels == 36
+
+
 @pytest.mark.parametrize(
     "config, message",
     [
         ({"image_dim": 1280}, "image_dim"),
         ({"added_kv_proj_dim": 5120}, "added_kv_proj_dim"),
+        ({"image_dim": 1280, "added_kv_proj_dim": 64}, "added_kv_proj_dim"),
+        ({"pos_embed_seq_len": 514}, "pos_embed_seq_len"),
         ({"qk_norm": "layer_norm"}, "qk_norm"),
     ],
 )

@@ -1,4 +1,4 @@
-"""The real Wan 2.1 T2V transformer configs build abstractly (never materialised) with
+"""The real Wan 2.1 / 2.2 transformer configs build abstractly (never materialised) with
 exactly diffusers' parameter count and tensor names/shapes."""
 
 from __future__ import annotations
@@ -22,10 +22,29 @@ WAN21_T2V_1_3B = dict(
     qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
 )  # fmt: skip
 WAN21_T2V_14B = {**WAN21_T2V_1_3B, "num_attention_heads": 40, "ffn_dim": 13824, "num_layers": 40}
+# 480p and 720p share this transformer; CLIP ViT-H/14 image tokens are 1280 wide.
+WAN21_I2V_14B = {**WAN21_T2V_14B, "in_channels": 36, "image_dim": 1280, "added_kv_proj_dim": 5120}
+WAN21_FLF2V_14B = {**WAN21_I2V_14B, "pos_embed_seq_len": 2 * 257}
+WAN22_T2V_A14B = WAN21_T2V_14B  # each of the two experts
+WAN22_I2V_A14B = {**WAN21_T2V_14B, "in_channels": 36}  # image latent channels only, no CLIP tokens
+WAN22_TI2V_5B = {
+    **WAN21_T2V_1_3B, "num_attention_heads": 24, "in_channels": 48, "out_channels": 48,
+    "ffn_dim": 14336, "num_layers": 30,
+}  # fmt: skip
+
+CONFIGS = {
+    "2.1-T2V-1.3B": WAN21_T2V_1_3B,
+    "2.1-T2V-14B": WAN21_T2V_14B,
+    "2.1-I2V-14B": WAN21_I2V_14B,
+    "2.1-FLF2V-14B": WAN21_FLF2V_14B,
+    "2.2-T2V-A14B": WAN22_T2V_A14B,
+    "2.2-I2V-A14B": WAN22_I2V_A14B,
+    "2.2-TI2V-5B": WAN22_TI2V_5B,
+}
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
-@pytest.mark.parametrize("config", [WAN21_T2V_1_3B, WAN21_T2V_14B], ids=["1.3B", "14B"])
+@pytest.mark.parametrize("config", list(CONFIGS.values()), ids=list(CONFIGS))
 def test_matches_diffusers_parameters(config: dict, scan_layers: bool) -> None:
     spec = TransformerSpec.from_diffusers_config(config)
     runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)

@@ -1,5 +1,5 @@
-"""The Wan 2.1 text-to-video transformer in Flax NNX, numerically equal to diffusers'
-WanTransformer3DModel.
+"""The Wan transformer in Flax NNX, numerically equal to diffusers' WanTransformer3DModel:
+Wan 2.1 T2V / I2V / FLF2V and Wan 2.2 T2V / I2V / TI2V, as its `TransformerSpec` says.
 
 Latents are channels-last, [B, F, H, W, C], as everywhere in wanjax. A (pt, ph, pw)
 patch becomes one token; tokens run in (frame, row, column) order, the order of
@@ -9,27 +9,16 @@ diffusers' `flatten(2)` after its Conv3d.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
-from jax.typing import DTypeLike
 
-from wanjax.adapters.jax.transformer.blocks import WanBlock, fp32_layer_norm, gelu_tanh, in_fp32
+from wanjax.adapters.jax.transformer.blocks import WanBlock, fp32_layer_norm
+from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.specs import TransformerSpec
-
-
-def timestep_sinusoid(timestep: jax.Array, dim: int, max_period: float = 10000.0) -> jax.Array:
-    """[B] -> [B, dim] fp32: cos then sin halves (diffusers' Timesteps with
-    flip_sin_to_cos=True, downscale_freq_shift=0), zero-padded when dim is odd."""
-    half = dim // 2
-    freqs = jnp.exp(-math.log(max_period) * jnp.arange(half, dtype=jnp.float32) / half)  # [dim/2]
-    angles = timestep.astype(jnp.float32)[:, None] * freqs[None, :]  # [B, dim/2]
-    emb = jnp.concatenate([jnp.cos(angles), jnp.sin(angles)], axis=-1)
-    return jnp.pad(emb, ((0, 0), (0, dim % 2)))
 
 
 class PatchEmbed(nnx.Module):
@@ -53,59 +42,6 @@ class PatchEmbed(nnx.Module):
         kernel = self.kernel[...].astype(self.dtype)
         out = jnp.einsum("bftyhxwc,thwcd->bfyxd", patches, kernel)
         return out + self.bias[...].astype(self.dtype)
-
-
-class Mlp(nnx.Module):
-    """linear_1 -> activation -> linear_2 (diffusers' TimestepEmbedding, PixArtAlphaTextProjection)."""
-
-    def __init__(
-        self,
-        d_in: int,
-        d_out: int,
-        activation: Callable[[jax.Array], jax.Array],
-        *,
-        dtype: DTypeLike,
-        param_dtype: DTypeLike,
-        rngs: nnx.Rngs,
-    ):
-        self.linear_1 = nnx.Linear(d_in, d_out, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
-        self.linear_2 = nnx.Linear(d_out, d_out, dtype=dtype, param_dtype=param_dtype, rngs=rngs)
-        self.activation = activation
-
-    def __call__(self, x: jax.Array) -> jax.Array:
-        return self.linear_2(in_fp32(self.activation, self.linear_1(x)))
-
-
-class ConditionEmbedder(nnx.Module):
-    """Timestep -> time embedding and its 6-way block modulation; text tokens -> model width.
-
-    The time embedder is fp32 (diffusers keeps it in fp32); its output is then cast to
-    the activation dtype before the SiLU and `time_proj`, as diffusers' `type_as` does.
-    """
-
-    def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
-        dim = spec.inner_dim
-        self.time_embedder = Mlp(
-            spec.freq_dim, dim, jax.nn.silu, dtype=jnp.float32, param_dtype=jnp.float32, rngs=rngs
-        )
-        self.time_proj = nnx.Linear(
-            dim, 6 * dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs
-        )
-        self.text_embedder = Mlp(
-            spec.text_dim, dim, gelu_tanh, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs
-        )
-        self.freq_dim = spec.freq_dim
-        self.dtype = runtime.dtype
-
-    def time(self, timestep: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """[B] -> temb [B, D] and the block modulation temb6 [B, 6, D] (activation dtype)."""
-        temb = self.time_embedder(timestep_sinusoid(timestep, self.freq_dim)).astype(self.dtype)
-        temb6 = self.time_proj(in_fp32(jax.nn.silu, temb))  # [B, 6 * D]
-        return temb, temb6.reshape(temb6.shape[0], 6, -1)
-
-    def text(self, context: jax.Array) -> jax.Array:
-        """[B, L, text_dim] -> [B, L, D]."""
-        return self.text_embedder(context)
 
 
 def _stacked_blocks(spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs) -> WanBlock:
@@ -134,7 +70,7 @@ def _unstacked(blocks: WanBlock, num_layers: int) -> nnx.List:
 
 
 class WanTransformer(nnx.Module):
-    """Velocity prediction of the Wan 2.1 T2V transformer (diffusers' WanTransformer3DModel)."""
+    """Velocity prediction of a Wan transformer (diffusers' WanTransformer3DModel)."""
 
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
         dim = spec.inner_dim
@@ -176,35 +112,81 @@ class WanTransformer(nnx.Module):
         return rope_tables(self.spec.attention_head_dim, grid, self.spec.rope_max_seq_len)
 
     def __call__(
-        self, latents: jax.Array, timestep: jax.Array, context: jax.Array, *, rope: RopeTables | None = None
+        self,
+        latents: jax.Array,
+        timestep: jax.Array,
+        context: jax.Array,
+        *,
+        image_context: jax.Array | None = None,
+        rope: RopeTables | None = None,
     ) -> jax.Array:
-        """latents [B, F, H, W, C_in], timestep [B] (e.g. 999.0), context [B, L, text_dim]
-        -> velocity [B, F, H, W, C_out] float32. `rope` defaults to `self.rope_tables(latents.shape)`."""
+        """latents [B, F, H, W, C_in]; timestep [B] (e.g. 999.0), or [B, S] one per token
+        in token order (S = F' * H' * W', Wan 2.2 TI2V); context [B, L, text_dim];
+        image_context [B, M, image_dim], CLIP image embeddings, given exactly when the spec
+        uses them (Wan 2.1 I2V: M = 257; FLF2V: M = pos_embed_seq_len, first frame's tokens
+        then last frame's) -> velocity [B, F, H, W, C_out] float32.
+        `rope` defaults to `self.rope_tables(latents.shape)`."""
         b = latents.shape[0]
         grid = self.token_grid(latents.shape)
+        self._check_conditioning(b, math.prod(grid), timestep, image_context)
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         x = self.patch_embedding(latents).reshape(b, math.prod(grid), -1)  # [B, S, D]
-        temb, temb6 = self.condition_embedder.time(timestep)  # [B, D], [B, 6, D]
+        temb, temb6 = self.condition_embedder.time(timestep)  # [B, T, D], [B, T, 6, D]; T = 1 or S
         context = self.condition_embedder.text(context)  # [B, L, D]
-        x = self._run_blocks(x, context, temb6, rope)
+        if image_context is not None:
+            image_context = self.condition_embedder.image(image_context)  # [B, M, D]
+        x = self._run_blocks(x, context, image_context, temb6, rope)
 
-        modulation = self.scale_shift_table[...] + temb[:, None, :].astype(jnp.float32)  # [B, 2, D]
-        shift, scale = jnp.unstack(modulation[:, :, None, :], axis=1)  # [B, 1, D] each
+        modulation = self.scale_shift_table[...][None] + temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
+        shift, scale = jnp.unstack(modulation, axis=2)  # [B, T, D] each
         x = (self.norm_out(x) * (1 + scale) + shift).astype(self.dtype)
         x = self.proj_out(x)  # [B, S, pt * ph * pw * C_out]
         return self._unpatchify(x, grid).astype(jnp.float32)
 
-    def _run_blocks(self, x: jax.Array, context: jax.Array, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+    def _check_conditioning(
+        self, batch: int, tokens: int, timestep: jax.Array, image_context: jax.Array | None
+    ) -> None:
+        if tuple(timestep.shape) not in ((batch,), (batch, tokens)):
+            raise ValueError(
+                f"timestep must be [B={batch}] or per token [B={batch}, S={tokens}], "
+                f"got shape {tuple(timestep.shape)}"
+            )
+        spec = self.spec
+        if not spec.uses_image_embeddings:
+            if image_context is not None:
+                raise ValueError("image_context was given, but this transformer has no image embedder (image_dim None)")
+            return
+        shape = None if image_context is None else tuple(image_context.shape)
+        if (
+            shape is None
+            or len(shape) != 3
+            or (shape[0], shape[2]) != (batch, spec.image_dim)
+            or spec.pos_embed_seq_len not in (None, shape[1])
+        ):
+            m = "M" if spec.pos_embed_seq_len is None else f"M={spec.pos_embed_seq_len}"
+            raise ValueError(
+                f"this image-to-video transformer needs image_context [B={batch}, {m}, "
+                f"image_dim={spec.image_dim}] (CLIP image embeddings), got shape {shape}"
+            )
+
+    def _run_blocks(
+        self,
+        x: jax.Array,
+        context: jax.Array,
+        image_context: jax.Array | None,
+        temb6: jax.Array,
+        rope: RopeTables,
+    ) -> jax.Array:
         if self.scan_layers:
 
-            @nnx.scan(in_axes=(nnx.Carry, 0, None, None, None), out_axes=nnx.Carry)
-            def step(x: jax.Array, block: WanBlock, context, temb6, rope) -> jax.Array:
-                return block(x, context, temb6, rope)
+            @nnx.scan(in_axes=(nnx.Carry, 0, None, None, None, None), out_axes=nnx.Carry)
+            def step(x: jax.Array, block: WanBlock, context, image_context, temb6, rope) -> jax.Array:
+                return block(x, context, image_context, temb6, rope)
 
-            return step(x, self.blocks, context, temb6, rope)
+            return step(x, self.blocks, context, image_context, temb6, rope)
         for block in self.blocks:
-            x = block(x, context, temb6, rope)
+            x = block(x, context, image_context, temb6, rope)
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

@@ -5,9 +5,11 @@ parameter path and a layout change; loading and exporting both walk it, so the t
 directions cannot drift apart.
 
 Dtypes follow the model's parameters: `runtime.param_dtype` everywhere except what
-diffusers keeps in fp32 (`_keep_in_fp32_modules`), which stays fp32 here too: both
-`scale_shift_table`s, `blocks.N.norm2.*` and `condition_embedder.time_embedder.*`.
-(The q/k RMS norm weights are not in that list and use `param_dtype`, as in diffusers.)
+diffusers keeps in fp32 (`_keep_in_fp32_modules`, matched per dotted name component),
+which stays fp32 here too: both `scale_shift_table`s, `blocks.N.norm2.*`,
+`condition_embedder.time_embedder.*` and the I2V image embedder's `norm1.*`/`norm2.*`.
+(The q/k RMS norm weights and the FLF2V `pos_embed` are not in that list and use
+`param_dtype`, as in diffusers.)
 """
 
 from __future__ import annotations
@@ -55,7 +57,11 @@ def _linear(name: str, path: Path) -> tuple[_Entry, _Entry]:
     return _Entry(f"{name}.weight", (*path, "kernel"), LINEAR), _Entry(f"{name}.bias", (*path, "bias"))
 
 
-def _top_entries() -> tuple[_Entry, ...]:
+def _layer_norm(name: str, path: Path) -> tuple[_Entry, _Entry]:
+    return _Entry(f"{name}.weight", (*path, "scale")), _Entry(f"{name}.bias", (*path, "bias"))
+
+
+def _top_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
     cond = "condition_embedder"
     return (
         _Entry("patch_embedding.weight", ("patch_embedding", "kernel"), CONV3D),
@@ -67,7 +73,21 @@ def _top_entries() -> tuple[_Entry, ...]:
         *_linear(f"{cond}.text_embedder.linear_2", (cond, "text_embedder", "linear_2")),
         *_linear("proj_out", ("proj_out",)),
         _Entry("scale_shift_table", ("scale_shift_table",)),
+        *(_image_embedder_entries(spec) if spec.uses_image_embeddings else ()),
     )
+
+
+def _image_embedder_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
+    name, path = "condition_embedder.image_embedder", ("condition_embedder", "image_embedder")
+    entries = [
+        *_layer_norm(f"{name}.norm1", (*path, "norm1")),
+        *_linear(f"{name}.ff.net.0.proj", (*path, "ff", "proj_in")),
+        *_linear(f"{name}.ff.net.2", (*path, "ff", "proj_out")),
+        *_layer_norm(f"{name}.norm2", (*path, "norm2")),
+    ]
+    if spec.pos_embed_seq_len is not None:
+        entries.append(_Entry(f"{name}.pos_embed", (*path, "pos_embed")))
+    return tuple(entries)
 
 
 def _block_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
@@ -76,8 +96,12 @@ def _block_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
         for theirs, ours in (("to_q", "to_q"), ("to_k", "to_k"), ("to_v", "to_v"), ("to_out.0", "to_out")):
             entries += _linear(f"{attn}.{theirs}", (attn, ours))
         entries += [_Entry(f"{attn}.{norm}.weight", (attn, norm, "scale")) for norm in ("norm_q", "norm_k")]
+    if spec.uses_image_embeddings:
+        entries += _linear("attn2.add_k_proj", ("attn2", "add_k_proj"))
+        entries += _linear("attn2.add_v_proj", ("attn2", "add_v_proj"))
+        entries.append(_Entry("attn2.norm_added_k.weight", ("attn2", "norm_added_k", "scale")))
     if spec.cross_attn_norm:
-        entries += [_Entry("norm2.weight", ("norm2", "scale")), _Entry("norm2.bias", ("norm2", "bias"))]
+        entries += _layer_norm("norm2", ("norm2",))
     entries += _linear("ffn.net.0.proj", ("ffn", "proj_in"))
     entries += _linear("ffn.net.2", ("ffn", "proj_out"))
     entries.append(_Entry("scale_shift_table", ("scale_shift_table",)))
@@ -85,7 +109,7 @@ def _block_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
 
 
 def _slots(model: WanTransformer) -> list[_Slot]:
-    slots = [_Slot(e.name, e.path, None, e.to_jax) for e in _top_entries()]
+    slots = [_Slot(e.name, e.path, None, e.to_jax) for e in _top_entries(model.spec)]
     for i in range(model.spec.num_layers):
         for e in _block_entries(model.spec):
             path, layer = (("blocks", *e.path), i) if model.scan_layers else (("blocks", i, *e.path), None)
@@ -125,7 +149,7 @@ def _check_names(slots: Sequence[_Slot], tensors: Mapping[str, np.ndarray]) -> N
         raise CheckpointError(
             "transformer weights do not match its config.json ("
             + "; ".join(problems)
-            + "); check that the weights and config come from the same Wan 2.1 T2V checkpoint"
+            + "); check that the weights and config come from the same Wan checkpoint"
         )
 
 

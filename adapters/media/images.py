@@ -1,0 +1,30 @@
+"""Input images: read from png/jpg, and fitted to the video size as diffusers' Wan pipelines do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from wanjax.domain.errors import InvalidRequestError
+
+
+def read_image(path: Path) -> np.ndarray:
+    """RGB pixels [H, W, 3] uint8; an unreadable file is an InvalidRequestError naming it."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(path) as image:
+            return np.asarray(image.convert("RGB"))
+    except FileNotFoundError:
+        raise InvalidRequestError(f"image {path} does not exist") from None
+    except (UnidentifiedImageError, OSError) as err:
+        raise InvalidRequestError(f"image {path} is not a readable png/jpg image ({err})") from None
+
+
+def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    """[height, width, 3] float32 in [-1, 1]: stretched with Lanczos, as diffusers' VideoProcessor does."""
+    from PIL import Image
+
+    resized = Image.fromarray(pixels).resize((width, height), resample=Image.Resampling.LANCZOS)
+    return np.asarray(resized).astype(np.float32) / 255.0 * 2.0 - 1.0

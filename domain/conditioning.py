@@ -1,0 +1,40 @@
+"""Image conditioning: how a Wan model takes its input image, and the arrays the denoiser needs."""
+
+from __future__ import annotations
+
+import enum
+from typing import Any, NamedTuple
+
+import numpy as np
+
+
+class ImageConditioning(enum.Enum):
+    """What a checkpoint does with an input image."""
+
+    NONE = "none"  # text-to-video: Wan 2.1 T2V, Wan 2.2 T2V A14B
+    CHANNELS = "channels"  # mask + first-frame latents as extra input channels: Wan 2.1 I2V, 2.2 I2V A14B
+    FIRST_FRAME = "first_frame"  # first latent frame replaced, its tokens at timestep 0: Wan 2.2 TI2V-5B
+
+
+class Conditioning(NamedTuple):
+    """Per-generation conditioning (a pytree: absent parts are None).
+
+    extra_channels: [B, F', H', W', Cx] appended to the latents' channels at every step.
+    image_context: [B, N, D] image-encoder tokens for the transformer's image cross-attention.
+    first_frame: [B, 1, H', W', C] latents that replace latent frame 0 at every step and at the end.
+    """
+
+    extra_channels: Any = None
+    image_context: Any = None
+    first_frame: Any = None
+
+
+def first_frame_mask(latent_frames: int, height: int, width: int, temporal_compression: int) -> np.ndarray:
+    """[1, F', H', W', temporal_compression] float32: 1 over latent frame 0, 0 elsewhere.
+
+    The I2V mask marks which pixel frames are given: frame 0 only. Pixel frame 0 is its
+    own latent frame, so it is repeated to fill the latent's `temporal_compression` slots.
+    """
+    mask = np.zeros((1, latent_frames, height, width, temporal_compression), dtype=np.float32)
+    mask[:, 0] = 1.0
+    return mask
