@@ -47,9 +47,28 @@ def build_text_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> TextEncod
 
 
 def xla_attention() -> Any:
-    from wanjax.adapters.jax.attention import XlaAttention
+    import jax
 
-    return XlaAttention()
+    from wanjax.adapters.jax.attention import XlaAttention, key_alignment_for
+
+    return XlaAttention(key_alignment=key_alignment_for(jax.default_backend()))
+
+
+def pallas_attention() -> Any:
+    """Our Pallas flash attention: compiled on GPU (Triton) and TPU (Mosaic), interpreted (slowly) on CPU."""
+    from wanjax.adapters.jax.pallas_attention import PallasAttention
+
+    return PallasAttention()
+
+
+def tokamax_attention() -> Any:
+    """tokamax's kernels; a ConfigError naming the fix where tokamax is missing or has no kernels (CPU)."""
+    import jax
+
+    from wanjax.adapters.jax.attention import key_alignment_for
+    from wanjax.adapters.jax.tokamax_attention import TokamaxAttention
+
+    return TokamaxAttention(key_alignment=key_alignment_for(jax.default_backend()))
 
 
 def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: bool, attention: Any) -> Denoiser:

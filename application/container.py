@@ -20,6 +20,8 @@ class Container(containers.DeclarativeContainer):
     attention = providers.Selector(
         config.provided.attention,
         xla=providers.Singleton(builders.xla_attention),
+        pallas=providers.Singleton(builders.pallas_attention),
+        tokamax=providers.Singleton(builders.tokamax_attention),
     )
 
     text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, dtype)

@@ -17,7 +17,7 @@ from wanjax.domain.errors import ConfigError
 from wanjax.domain.requests import SOLVERS, GenerationRequest
 
 DTYPES = ("auto", "float32", "bfloat16")
-ATTENTION_BACKENDS = ("xla",)
+ATTENTION_BACKENDS = ("xla", "pallas", "tokamax")
 
 
 def _one_of(allowed: tuple[str, ...]):
