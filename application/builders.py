@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
-from wanjax.domain.ports import Denoiser, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
 
 DEMO_MODEL = "demo"
 
@@ -44,6 +44,17 @@ def build_text_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> TextEncod
     from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
     return Umt5TextEncoder.from_folders(checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"), dtype=dtype)
+
+
+def build_image_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> ImageEncoder | None:
+    """The CLIP image encoder where the checkpoint has one (Wan 2.1 I2V), else None."""
+    if not checkpoint.has("image_encoder"):
+        return None
+    from wanjax.adapters.torch.clip_image import ClipImageEncoder
+
+    return ClipImageEncoder.from_folders(
+        checkpoint.folder("image_encoder"), checkpoint.folder("image_processor"), dtype=dtype
+    )
 
 
 def xla_attention() -> Any:
@@ -85,10 +96,10 @@ def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: boo
 
 
 def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str) -> VideoAutoencoder:
-    from wanjax.adapters.jax.decoding import JaxVideoDecoder
+    from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
     from wanjax.adapters.jax.dtypes import jax_dtype
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
     from wanjax.adapters.jax.vae.weights import load_vae
 
     runtime = VaeRuntime(dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype))
-    return JaxVideoDecoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")))
+    return JaxVideoAutoencoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")))

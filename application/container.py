@@ -29,6 +29,7 @@ class Container(containers.DeclarativeContainer):
         builders.build_denoiser, checkpoint, dtype, config.provided.scan_layers, attention
     )
     autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype)
+    image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, dtype)
 
     components = providers.Singleton(
         ModelComponents,
@@ -36,9 +37,11 @@ class Container(containers.DeclarativeContainer):
         vae_spec=checkpoint.provided.vae_spec,
         num_experts=providers.Callable(len, checkpoint.provided.experts),
         boundary_ratio=checkpoint.provided.boundary_ratio,
+        image_conditioning=checkpoint.provided.image_conditioning,
         text_encoder=text_encoder.provider,
         denoiser=denoiser.provider,
         autoencoder=autoencoder.provider,
+        image_encoder=image_encoder.provider,
     )
     service = providers.Singleton(
         GenerationService, components, max_sequence_length=config.provided.max_sequence_length

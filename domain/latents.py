@@ -33,7 +33,7 @@ class LatentGeometry:
             frames=(request.num_frames - 1) // vae.temporal_compression + 1,
             height=request.height // vae.spatial_compression,
             width=request.width // vae.spatial_compression,
-            channels=transformer.in_channels,
+            channels=vae.z_dim,
         )
 
     @property

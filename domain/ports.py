@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
@@ -43,7 +44,12 @@ class Denoiser(Protocol):
         ...
 
     def prepare(
-        self, latents: Any, plan: SamplingPlan, context: np.ndarray, negative_context: np.ndarray | None
+        self,
+        latents: Any,
+        plan: SamplingPlan,
+        context: np.ndarray,
+        negative_context: np.ndarray | None,
+        conditioning: Conditioning = Conditioning(),
     ) -> None:
         """Compiles whatever `denoise` with these shapes needs; a no-op when already compiled."""
         ...
@@ -55,11 +61,17 @@ class Denoiser(Protocol):
         context: np.ndarray,
         negative_context: np.ndarray | None,
         on_step: StepCallback | None = None,
+        conditioning: Conditioning = Conditioning(),
     ) -> Any: ...
 
 
 class VideoAutoencoder(Protocol):
-    """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames."""
+    """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames; an input image -> latents."""
+
+    def encode_image(self, pixels: np.ndarray, height: int, width: int, num_frames: int) -> Any:
+        """Normalized latents [1, F', H', W', C] of a video whose frame 0 is `pixels` (uint8 [H, W, 3],
+        fitted to height x width) followed by num_frames - 1 frames of zeros (mid-grey), as diffusers builds it."""
+        ...
 
     def prepare(self, latents: Any) -> None:
         """Compiles the decoder for latents of this shape; a no-op when already compiled."""

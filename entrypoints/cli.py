@@ -33,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
     gen.add_argument("--prompt", required=True)
     gen.add_argument("--negative-prompt")
+    gen.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
     gen.add_argument("--height", type=int)
     gen.add_argument("--width", type=int)
     gen.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
@@ -87,12 +88,14 @@ def _read_latents(path: Path) -> np.ndarray:
 
 
 def _generate(args: argparse.Namespace) -> int:
+    from wanjax.adapters.media.images import read_image
     from wanjax.application.container import build_container
     from wanjax.application.outputs import check_output_path, write_output
     from wanjax.application.presets import resolve_config
 
     config = resolve_config(args.model, _overrides(args))
-    request = config.request(args.prompt)
+    image = read_image(args.image) if args.image is not None else None
+    request = config.request(args.prompt, image=image)
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None

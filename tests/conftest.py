@@ -37,6 +37,26 @@ def tiny_a14b_checkpoint(tmp_path_factory):
     return write_tiny_wan_checkpoint(tmp_path_factory.mktemp("tiny-a14b"), boundary_ratio=0.875)
 
 
+@pytest.fixture(scope="session")
+def tiny_i2v_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.1 I2V checkpoint: CLIP image encoder, image cross-attention, 36 input channels."""
+    from tiny_wan import tiny_wan_i2v_pipeline
+
+    folder = tmp_path_factory.mktemp("tiny-i2v")
+    tiny_wan_i2v_pipeline().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_i2v_a14b_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.2 I2V A14B checkpoint: two experts, boundary 0.9, no image encoder."""
+    from tiny_wan import tiny_wan_i2v_pipeline
+
+    folder = tmp_path_factory.mktemp("tiny-i2v-a14b")
+    tiny_wan_i2v_pipeline(boundary_ratio=0.9).save_pretrained(folder)
+    return folder
+
+
 class CompileCounter:
     """Counts XLA backend compilations in this process (JAX's monitoring events)."""
 

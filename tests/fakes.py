@@ -27,15 +27,17 @@ class FakeDenoiser:
         self.plans: list[SamplingPlan] = []
         self.contexts: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = []
         self.prepared = 0
+        self.conditionings: list[Any] = []
 
     def noise(self, seed, shape):
         return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
-    def prepare(self, latents, plan, context, negative_context):
+    def prepare(self, latents, plan, context, negative_context, conditioning=None):
         self.prepared += 1
 
-    def denoise(self, latents, plan, context, negative_context, on_step=None):
+    def denoise(self, latents, plan, context, negative_context, on_step=None, conditioning=None):
         self.plans.append(plan)
+        self.conditionings.append(conditioning)
         self.contexts.append((context.shape, None if negative_context is None else negative_context.shape))
         for i in range(plan.num_steps):
             if on_step:
@@ -46,6 +48,11 @@ class FakeDenoiser:
 class FakeAutoencoder:
     def __init__(self) -> None:
         self.decoded: list[tuple[int, ...]] = []
+        self.encoded: list[tuple[tuple[int, ...], int, int, int]] = []
+
+    def encode_image(self, pixels, height, width, num_frames):
+        self.encoded.append((pixels.shape, height, width, num_frames))
+        return np.ones((1, (num_frames - 1) // 4 + 1, height // 8, width // 8, 16), np.float32)
 
     def prepare(self, latents: Any) -> None:
         pass

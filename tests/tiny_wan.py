@@ -21,6 +21,7 @@ TINY_TRANSFORMER = dict(
 )  # fmt: skip
 TINY_VAE = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True])
 FLOW_SHIFT = 3.0
+IMAGE_DIM = 32  # the demo CLIP's hidden size
 
 
 def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
@@ -46,6 +47,43 @@ def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
     pipe = WanPipeline(
         tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=scheduler,
         boundary_ratio=boundary_ratio, **experts,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def tiny_wan_i2v_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
+    """A diffusers WanImageToVideoPipeline with seeded random weights.
+
+    Without `boundary_ratio`: Wan 2.1 I2V (a CLIP image encoder, image cross-attention).
+    With it: Wan 2.2 I2V A14B (two experts, image latents only, no image encoder).
+    """
+    from diffusers import WanImageToVideoPipeline, WanTransformer3DModel
+    from transformers import CLIPImageProcessor, CLIPVisionModel
+
+    from wanjax.adapters.torch.demo_clip import write_demo_image_encoder, write_demo_image_processor
+
+    text = tiny_wan_pipeline(seed)
+    i2v = dict(TINY_TRANSFORMER, in_channels=36)
+    image_parts = {}
+    if boundary_ratio is None:
+        with tempfile.TemporaryDirectory() as scratch:
+            write_demo_image_encoder(Path(scratch) / "image_encoder", seed=seed, hidden_size=IMAGE_DIM)
+            write_demo_image_processor(Path(scratch) / "image_processor")
+            image_parts = dict(
+                image_encoder=CLIPVisionModel.from_pretrained(Path(scratch) / "image_encoder"),
+                image_processor=CLIPImageProcessor.from_pretrained(Path(scratch) / "image_processor"),
+            )
+        inner = TINY_TRANSFORMER["num_attention_heads"] * TINY_TRANSFORMER["attention_head_dim"]
+        i2v.update(image_dim=IMAGE_DIM, added_kv_proj_dim=inner)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 1)
+        experts = {"transformer": WanTransformer3DModel(**i2v)}
+        if boundary_ratio is not None:
+            experts["transformer_2"] = WanTransformer3DModel(**i2v)
+    pipe = WanImageToVideoPipeline(
+        tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=text.vae, scheduler=text.scheduler,
+        boundary_ratio=boundary_ratio, **experts, **image_parts,
     )  # fmt: skip
     pipe.set_progress_bar_config(disable=True)
     return pipe

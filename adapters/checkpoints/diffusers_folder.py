@@ -8,13 +8,15 @@ from pathlib import Path
 from typing import Any
 
 from wanjax.adapters.checkpoints.weights import ComponentWeights
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
-SUPPORTED_PIPELINES = ("WanPipeline",)
+SUPPORTED_PIPELINES = ("WanPipeline", "WanImageToVideoPipeline")
 COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
-WEIGHTED_COMPONENTS = ("transformer", "vae", "text_encoder")
-CONFIG_FILE = {"scheduler": "scheduler_config.json"}
+OPTIONAL_COMPONENTS = ("transformer_2", "image_encoder", "image_processor")
+WEIGHTED_COMPONENTS = ("transformer", "transformer_2", "vae", "text_encoder", "image_encoder")
+CONFIG_FILE = {"scheduler": "scheduler_config.json", "image_processor": "preprocessor_config.json"}
 
 
 class DiffusersCheckpoint:
@@ -28,11 +30,14 @@ class DiffusersCheckpoint:
         pipeline = index.get("_class_name")
         if pipeline not in SUPPORTED_PIPELINES:
             raise UnsupportedModelError(
-                f"{self.root}: pipeline {pipeline!r} is not supported yet; supported: {', '.join(SUPPORTED_PIPELINES)}"
+                f"{self.root}: pipeline {pipeline!r} is not supported; supported: {', '.join(SUPPORTED_PIPELINES)}"
             )
-        self.experts = ("transformer", "transformer_2") if _names_component(index.get("transformer_2")) else ("transformer",)
+        present = {name for name in OPTIONAL_COMPONENTS if _names_component(index.get(name))}
+        self.components = (*COMPONENTS, *(name for name in OPTIONAL_COMPONENTS if name in present))
+        self.experts = ("transformer", "transformer_2") if "transformer_2" in present else ("transformer",)
         self.boundary_ratio: float | None = index.get("boundary_ratio")
-        for component in (*COMPONENTS, *self.experts[1:]):
+        self.expand_timesteps = bool(index.get("expand_timesteps", False))
+        for component in self.components:
             if not self.folder(component).is_dir():
                 raise CheckpointError(
                     f"{self.root}: component folder {component}/ is missing; re-download the checkpoint"
@@ -40,6 +45,9 @@ class DiffusersCheckpoint:
 
     def folder(self, component: str) -> Path:
         return self.root / component
+
+    def has(self, component: str) -> bool:
+        return component in self.components
 
     def config(self, component: str) -> dict[str, Any]:
         path = self.folder(component) / CONFIG_FILE.get(component, "config.json")
@@ -63,13 +71,33 @@ class DiffusersCheckpoint:
     def vae_spec(self) -> VaeSpec:
         return VaeSpec.from_diffusers_config(self.config("vae"))
 
+    @cached_property
+    def image_conditioning(self) -> ImageConditioning:
+        """Read from the shapes: extra input channels mean I2V, expand_timesteps means TI2V."""
+        latent, given = self.vae_spec.z_dim, self.transformer_spec.in_channels
+        if self.expand_timesteps:
+            mode = ImageConditioning.FIRST_FRAME
+        elif given == 2 * latent + self.vae_spec.temporal_compression:  # latents + mask + image latents
+            mode = ImageConditioning.CHANNELS
+        elif given == latent:
+            mode = ImageConditioning.NONE
+        else:
+            raise UnsupportedModelError(
+                f"{self.root}: transformer in_channels={given} fits no Wan conditioning for a VAE with z_dim={latent}"
+            )
+        if self.transformer_spec.uses_image_embeddings and not self.has("image_encoder"):
+            raise CheckpointError(f"{self.root}: the transformer takes image embeddings but image_encoder/ is missing")
+        return mode
+
     def verify(self) -> None:
         """Checks every config and every weight file header, reading no tensor data."""
-        _ = self.transformer_spec, self.vae_spec
-        self.config("scheduler")
-        self.config("text_encoder")
-        for component in (*WEIGHTED_COMPONENTS, *self.experts[1:]):
-            self.weights(component)
+        _ = self.image_conditioning
+        for component in self.components:
+            if component not in ("tokenizer", "transformer", "transformer_2", "vae"):
+                self.config(component)
+        for component in WEIGHTED_COMPONENTS:
+            if self.has(component):
+                self.weights(component)
 
 
 def _names_component(entry: object) -> bool:

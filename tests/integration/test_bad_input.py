@@ -124,3 +124,16 @@ def test_errors_are_checkpoint_errors_for_embedders(checkpoint_copy):
     (checkpoint_copy / "vae" / "config.json").write_text("{ not json")
     with pytest.raises(CheckpointError, match="corrupt JSON"):
         build_container(resolve_config(str(checkpoint_copy))).service()
+
+
+def test_unreadable_image(tmp_path, capsys):
+    (tmp_path / "broken.png").write_bytes(b"\x89PNG not really")
+    _fails(tmp_path, capsys, ["--image", str(tmp_path / "broken.png")], "broken.png", "not a readable png/jpg")
+
+
+def test_image_for_a_text_to_video_model(tmp_path, capsys):
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "frame.png")
+    _fails(tmp_path, capsys, ["--image", str(tmp_path / "frame.png")], "text-to-video model and takes no image")

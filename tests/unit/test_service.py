@@ -9,6 +9,7 @@ from fakes import FakeAutoencoder, FakeDenoiser, FakeTextEncoder
 
 from wanjax.application.container import build_container
 from wanjax.domain.config import GenerationConfig
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import unipc_table
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -24,7 +25,8 @@ def container(fakes):
     config = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=6, max_sequence_length=5)
     container = build_container(config)
     checkpoint = SimpleNamespace(
-        transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None
+        transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
+        image_conditioning=ImageConditioning.NONE, has=lambda component: False,
     )
     container.checkpoint.override(providers.Object(checkpoint))
 
@@ -80,3 +82,51 @@ def test_steps_are_reported(container, fakes):
     seen = []
     container.service().generate(container.config().request("a cat"), on_step=lambda d, t: seen.append((d, t)))
     assert seen == [(i, 6) for i in range(1, 7)]
+
+
+class FakeImageEncoder:
+    def __init__(self) -> None:
+        self.calls = []
+
+    def encode(self, images):
+        self.calls.append([image.shape for image in images])
+        return np.zeros((len(images), 5, 4), np.float32)
+
+
+def _with_mode(container, fakes, mode, image_encoder=None):
+    checkpoint = container.checkpoint()
+    container.checkpoint.override(providers.Object(SimpleNamespace(**{**vars(checkpoint), "image_conditioning": mode})))
+    container.image_encoder.override(providers.Object(image_encoder))
+    return container.service()
+
+
+PIXELS = np.zeros((20, 30, 3), np.uint8)
+
+
+def test_i2v_conditioning_is_mask_and_image_latents_plus_image_tokens(container, fakes):
+    encoder = FakeImageEncoder()
+    service = _with_mode(container, fakes, ImageConditioning.CHANNELS, encoder)
+    service.generate(container.config().request("a cat", image=PIXELS))
+    conditioning = fakes.denoiser.conditionings[0]
+    assert conditioning.extra_channels.shape == (1, 3, 8, 12, 4 + 16)
+    mask = conditioning.extra_channels[..., :4]
+    assert (mask[:, 0] == 1).all() and (mask[:, 1:] == 0).all()
+    assert fakes.vae.encoded == [((20, 30, 3), 64, 96, 9)]  # the image, then num_frames - 1 zero frames
+    assert encoder.calls == [[(20, 30, 3)]] and conditioning.image_context.shape == (1, 5, 4)
+
+
+def test_ti2v_conditioning_is_the_first_latent_frame_and_optional(container, fakes):
+    service = _with_mode(container, fakes, ImageConditioning.FIRST_FRAME)
+    service.generate(container.config().request("a cat", image=PIXELS))
+    service.generate(container.config().request("a cat"))
+    with_image, text_only = fakes.denoiser.conditionings
+    assert with_image.first_frame.shape == (1, 1, 8, 12, 16) and with_image.extra_channels is None
+    assert fakes.vae.encoded == [((20, 30, 3), 64, 96, 1)]
+    assert text_only.first_frame is None
+
+
+def test_missing_image_for_i2v_fails_before_loading(container, fakes):
+    service = _with_mode(container, fakes, ImageConditioning.CHANNELS)
+    with pytest.raises(InvalidRequestError, match="give the first frame"):
+        service.generate(container.config().request("a cat"))
+    assert fakes.builds == []
