@@ -97,13 +97,38 @@ WAN21_LATENTS_STD = (
     2.8184, 1.4541, 2.3275, 2.6558, 1.2196, 1.7708, 2.6052, 2.0743,
     3.2687, 2.1526, 2.8652, 1.5579, 1.6382, 1.1253, 2.8251, 1.9160,
 )  # fmt: skip
+# The Wan 2.2 VAE's statistics (Wan2.2-TI2V-5B-Diffusers vae/config.json).
+WAN22_LATENTS_MEAN = (
+    -0.2289, -0.0052, -0.1323, -0.2339, -0.2799, 0.0174, 0.1838, 0.1557,
+    -0.1382, 0.0542, 0.2813, 0.0891, 0.1570, -0.0098, 0.0375, -0.1825,
+    -0.2246, -0.1207, -0.0698, 0.5109, 0.2665, -0.2108, -0.2158, 0.2502,
+    -0.2055, -0.0322, 0.1109, 0.1567, -0.0729, 0.0899, -0.2799, -0.1230,
+    -0.0313, -0.1649, 0.0117, 0.0723, -0.2839, -0.2083, -0.0520, 0.3748,
+    0.0152, 0.1957, 0.1433, -0.2944, 0.3573, -0.0548, -0.1681, -0.0667,
+)  # fmt: skip
+WAN22_LATENTS_STD = (
+    0.4765, 1.0364, 0.4514, 1.1677, 0.5313, 0.4990, 0.4818, 0.5013,
+    0.8158, 1.0344, 0.5894, 1.0901, 0.6885, 0.6165, 0.8454, 0.4978,
+    0.5759, 0.3523, 0.7135, 0.6804, 0.5833, 1.4146, 0.8986, 0.5659,
+    0.7069, 0.5338, 0.4889, 0.4917, 0.4069, 0.4999, 0.6866, 0.4093,
+    0.5709, 0.6065, 0.6415, 0.4944, 0.5726, 1.2042, 0.5458, 1.6887,
+    0.3971, 1.0600, 0.3943, 0.5537, 0.5444, 0.4089, 0.7468, 0.7744,
+)  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)
 class VaeSpec:
-    """AutoencoderKLWan architecture (the Wan 2.1 VAE, z_dim 16)."""
+    """AutoencoderKLWan architecture: the Wan 2.1 VAE (the defaults) or the Wan 2.2 VAE.
+
+    The Wan 2.2 VAE (`wan22()`) sets `is_residual` (down/up blocks with parameter-free
+    space/time-to-channel shortcuts), `patch_size` 2 (2x2 pixels folded into channels
+    before the encoder and unfolded after the decoder, hence 12 in/out channels) and a
+    wider decoder (`decoder_base_dim`). diffusers' `clip_output` key is not read:
+    diffusers clamps decoded video to [-1, 1] whatever it says, and so does wanjax.
+    """
 
     base_dim: int = 96
+    decoder_base_dim: int | None = None
     z_dim: int = 16
     dim_mult: tuple[int, ...] = attrs.field(default=(1, 2, 4, 4), converter=_tuple_of_ints)
     num_res_blocks: int = 2
@@ -113,6 +138,10 @@ class VaeSpec:
     )
     latents_mean: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_MEAN, converter=tuple)
     latents_std: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_STD, converter=tuple)
+    is_residual: bool = False
+    in_channels: int = 3
+    out_channels: int = 3
+    patch_size: int | None = None
 
     def __attrs_post_init__(self) -> None:
         if not len(self.latents_mean) == len(self.latents_std) == self.z_dim:
@@ -125,6 +154,31 @@ class VaeSpec:
                 f"vae config sets attn_scales={list(self.attn_scales)}; no released Wan VAE uses "
                 "attention at those scales and it is not supported: use attn_scales []"
             )
+        if self.patch_size is not None and self.patch_size < 1:
+            raise UnsupportedModelError(f"vae config has patch_size={self.patch_size}; use None or >= 1")
+        rgb = 3 * self.patch**2
+        if self.in_channels != rgb or self.out_channels != rgb:
+            raise UnsupportedModelError(
+                f"vae config has in_channels={self.in_channels}, out_channels={self.out_channels} with "
+                f"patch_size={self.patch_size}; RGB video folded by the patch needs {rgb} each"
+            )
+
+    @classmethod
+    def wan22(cls) -> VaeSpec:
+        """The released Wan 2.2 VAE (TI2V-5B): z_dim 48, 16x spatial compression."""
+        return cls(
+            base_dim=160, decoder_base_dim=256, z_dim=48, is_residual=True, patch_size=2,
+            in_channels=12, out_channels=12, latents_mean=WAN22_LATENTS_MEAN, latents_std=WAN22_LATENTS_STD,
+        )  # fmt: skip
+
+    @property
+    def patch(self) -> int:
+        """Pixels per side folded into channels (1: no patchify)."""
+        return self.patch_size or 1
+
+    @property
+    def decoder_dim(self) -> int:
+        return self.decoder_base_dim or self.base_dim
 
     @property
     def temporal_compression(self) -> int:
@@ -132,13 +186,19 @@ class VaeSpec:
 
     @property
     def spatial_compression(self) -> int:
-        return 2 ** (len(self.dim_mult) - 1)
+        """Pixels per latent along H and W: the VAE's downsampling times the patch."""
+        return 2 ** (len(self.dim_mult) - 1) * self.patch
 
     @classmethod
     def from_diffusers_config(cls, config: Mapping[str, Any]) -> VaeSpec:
-        if config.get("is_residual") or config.get("patch_size") not in (None, 1):
-            raise UnsupportedModelError(
-                "vae config describes the Wan 2.2 VAE (is_residual / patch_size); "
-                "only the Wan 2.1 VAE (z_dim 16) is supported yet."
-            )
-        return cls(**_known_fields(cls, config))
+        spec = cls(**_known_fields(cls, config))
+        for key, derived in (
+            ("scale_factor_spatial", spec.spatial_compression),
+            ("scale_factor_temporal", spec.temporal_compression),
+        ):
+            if config.get(key) is not None and config[key] != derived:
+                raise UnsupportedModelError(
+                    f"vae config has {key}={config[key]}, but its architecture compresses by "
+                    f"{derived}; check dim_mult, temperal_downsample and patch_size"
+                )
+        return spec

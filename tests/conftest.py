@@ -6,6 +6,10 @@ import pytest
 import torch
 
 torch.set_num_threads(2)
+# The CLI turns JAX's persistent compilation cache on for its process. CLI tests run in this
+# process, so the cache stays off here: a cache hit would hide a recompilation from
+# `compile_counter`. tests/integration/test_compilation_cache.py runs it in subprocesses.
+jax.config.update("jax_enable_compilation_cache", False)
 
 
 @pytest.fixture
@@ -54,6 +58,16 @@ def tiny_i2v_a14b_checkpoint(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("tiny-i2v-a14b")
     tiny_wan_i2v_pipeline(boundary_ratio=0.9).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_ti2v_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.2 TI2V-style checkpoint: the Wan 2.2 VAE and expand_timesteps."""
+    from tiny_wan import tiny_wan_ti2v_pipeline
+
+    folder = tmp_path_factory.mktemp("tiny-ti2v")
+    tiny_wan_ti2v_pipeline().save_pretrained(folder)
     return folder
 
 

@@ -89,6 +89,31 @@ def tiny_wan_i2v_pipeline(seed: int = 0, *, boundary_ratio: float | None = None)
     return pipe
 
 
+def tiny_wan_ti2v_pipeline(seed: int = 0):
+    """A diffusers WanPipeline shaped like Wan 2.2 TI2V-5B: the Wan 2.2 VAE (z_dim 48, 2x2 patchify,
+    residual blocks) and per-token timesteps (`expand_timesteps`)."""
+    from diffusers import AutoencoderKLWan, WanPipeline, WanTransformer3DModel
+
+    from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
+
+    text = tiny_wan_pipeline(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 2)
+        transformer = WanTransformer3DModel(**dict(TINY_TRANSFORMER, in_channels=48, out_channels=48))
+        vae = AutoencoderKLWan(
+            base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
+            temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12,
+            out_channels=12, scale_factor_spatial=16, scale_factor_temporal=4,
+            latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
+        )  # fmt: skip
+    pipe = WanPipeline(
+        tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=vae, scheduler=text.scheduler,
+        transformer=transformer, expand_timesteps=True,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
 def write_tiny_wan_checkpoint(folder: Path, seed: int = 0, *, boundary_ratio: float | None = None) -> Path:
     tiny_wan_pipeline(seed, boundary_ratio=boundary_ratio).save_pretrained(folder)
     return folder

@@ -52,7 +52,7 @@ def test_unsupported_transformer_variants_are_named(config, message):
 @pytest.mark.parametrize(
     "config, message",
     [
-        ({"is_residual": True, "z_dim": 48}, "Wan 2.2 VAE"),
+        ({"is_residual": True, "z_dim": 48}, "z_dim=48"),
         ({"z_dim": 4}, "z_dim=4"),
         ({"attn_scales": [0.5]}, "attn_scales"),
     ],

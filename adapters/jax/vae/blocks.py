@@ -1,4 +1,4 @@
-"""Residual, middle and resampling blocks of the Wan 2.1 VAE, channels last.
+"""Residual, middle and resampling blocks of the Wan VAE (2.1 and 2.2), channels last.
 
 Every block maps one temporal chunk and its cache (None on the first chunk) to the
 chunk's output and the next cache: `(x [B, T, H, W, C], cache) -> (y, cache)`.
@@ -25,6 +25,16 @@ def _per_frame(layer: nnx.Module, x: jax.Array) -> jax.Array:
     b, t = x.shape[:2]
     y = layer(x.reshape(b * t, *x.shape[2:]))
     return y.reshape(b, t, *y.shape[1:])
+
+
+def run_blocks(blocks: nnx.List, x: jax.Array, caches: Cache) -> tuple[jax.Array, tuple[Cache, ...]]:
+    """Runs `blocks` in order, each with its own cache (`caches` None on the first chunk)."""
+    caches = (None,) * len(blocks) if caches is None else caches
+    new_caches = []
+    for block, cache in zip(blocks, caches):
+        x, cache = block(x, cache)
+        new_caches.append(cache)
+    return x, tuple(new_caches)
 
 
 class ResidualBlock(nnx.Module):

@@ -1,4 +1,4 @@
-"""Primitive layers of the Wan 2.1 VAE, channels last.
+"""Primitive layers of the Wan VAE (2.1 and 2.2), channels last.
 
 Video activations are [B, T, H, W, C]; per-frame (2D) layers see [N, H, W, C] with
 N = B * T. Parameter names (`weight`, `bias`, `gamma`) follow diffusers so that the
@@ -118,7 +118,7 @@ class RMSNorm(nnx.Module):
 
     `images` picks gamma's shape as diffusers does: [1, 1, C] for per-frame inputs
     [N, H, W, C], [1, 1, 1, C] for video [B, T, H, W, C] (torch: [C, 1, 1] / [C, 1, 1, 1]).
-    The Wan 2.1 VAE builds every norm without diffusers' optional bias, so there is none.
+    Both Wan VAEs build every norm without diffusers' optional bias, so there is none.
     """
 
     def __init__(self, dim: int, runtime: VaeRuntime, *, images: bool) -> None:
