@@ -4,10 +4,14 @@ container (or a JAX-only run) never imports torch, and nothing heavy loads befor
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
+from wanjax.domain.errors import ConfigError
+from wanjax.domain.lora import loras_per_expert
+from wanjax.domain.config import GenerationConfig
 from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
 
 DEMO_MODEL = "demo"
@@ -24,11 +28,31 @@ def locate_model(model: str) -> Path:
     return locate_checkpoint(model)
 
 
-def open_checkpoint(folder: Path) -> DiffusersCheckpoint:
-    """Opens and verifies every config and weight-file header: bad files fail here, before loading."""
+def open_checkpoint(folder: Path, transformer_files: Sequence[str | None] = ()) -> DiffusersCheckpoint:
+    """Opens and verifies every config and weight-file header: bad files fail here, before loading.
+
+    `transformer_files` (config `transformer_file`, `transformer_2_file`) replace the experts'
+    weights: those are verified instead of the folder's own, which then need not be there."""
     checkpoint = DiffusersCheckpoint(folder)
-    checkpoint.verify()
+    replaced = _replaced_experts(checkpoint, transformer_files)
+    checkpoint.verify(skip=tuple(replaced))
+    for file in replaced.values():
+        transformer_weights_at(file)
     return checkpoint
+
+
+def _replaced_experts(checkpoint: DiffusersCheckpoint, files: Sequence[str | None]) -> dict[str, str]:
+    given = {expert: file for expert, file in zip(("transformer", "transformer_2"), files) if file}
+    if "transformer_2" in given and "transformer_2" not in checkpoint.experts:
+        raise ConfigError(f"transformer_2_file is set, but {checkpoint.root} has one transformer; leave it unset")
+    return given
+
+
+def transformer_weights_at(file: str) -> Any:
+    """A transformer's weights from a file, index or folder, in diffusers or original Wan naming."""
+    from wanjax.adapters.checkpoints.original_names import transformer_weights
+
+    return transformer_weights(Path(file).expanduser())
 
 
 def resolve_dtype(name: str) -> str:
@@ -40,10 +64,18 @@ def resolve_dtype(name: str) -> str:
     return "float32" if jax.default_backend() == "cpu" else "bfloat16"
 
 
-def build_text_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> TextEncoder:
+def build_text_encoder(
+    checkpoint: DiffusersCheckpoint, dtype: str, encoder_dtype: str = "auto", compile_encoder: bool = False
+) -> TextEncoder:
+    """UMT5 in `encoder_dtype` (`auto`: as `dtype`), torch.compile'd with `compile_encoder`."""
     from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
-    return Umt5TextEncoder.from_folders(checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"), dtype=dtype)
+    return Umt5TextEncoder.from_folders(
+        checkpoint.folder("text_encoder"),
+        checkpoint.folder("tokenizer"),
+        dtype=dtype if encoder_dtype == "auto" else encoder_dtype,
+        compile=compile_encoder,
+    )
 
 
 def build_image_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> ImageEncoder | None:
@@ -82,24 +114,86 @@ def tokamax_attention() -> Any:
     return TokamaxAttention(key_alignment=key_alignment_for(jax.default_backend()))
 
 
-def build_denoiser(checkpoint: DiffusersCheckpoint, dtype: str, scan_layers: bool, attention: Any) -> Denoiser:
-    from wanjax.adapters.jax.denoising import JaxDenoiser
+def build_weights_cache(enabled: bool, folder: str) -> Any:
+    """The converted-weights cache (config `weights_cache`, `weights_cache_dir`), or None."""
+    from wanjax.application.caches import cache_folder
+
+    location = cache_folder(folder, "weights") if enabled else None
+    if location is None:
+        return None
+    from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache
+
+    return ConvertedWeightsCache(location)
+
+
+def build_denoiser(
+    checkpoint: DiffusersCheckpoint,
+    dtype: str,
+    scan_layers: bool,
+    attention: Any,
+    loras: Sequence[str] = (),
+    loras_low: Sequence[str] = (),
+    *,
+    weights_dtype: str = "auto",
+    transformer_files: Sequence[str | None] = (),
+    weights_cache: Any = None,
+    activations_dtype: str = "auto",
+    scheduler_dtype: str = "float32",
+    use_kv_cache: bool = True,
+    scan_diffusion_loop: bool = False,
+) -> Denoiser:
+    """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
+    (Wan 2.2's low-noise expert's), PATH[:SCALE] each, merged into their weights as they
+    load. Every LoRA is checked against every expert before the first weight loads.
+
+    `weights_dtype` stores the weights (`auto`: as `dtype`; `float8_e4m3fn`: the blocks'
+    matmul kernels in fp8, the rest in `dtype`); `transformer_files` replace the folder's
+    expert weights; `weights_cache` (from `build_weights_cache`) restores converted weights.
+    `activations_dtype` (`auto`: as `dtype`) is the compute dtype; the rest are `DenoiserOptions`."""
+    from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
     from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.transformer.experts import ExpertLoading
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-    from wanjax.adapters.jax.transformer.weights import load_transformer
+    from wanjax.adapters.lora import with_loras
 
+    fp8 = weights_dtype == "float8_e4m3fn"
+    storage = dtype if weights_dtype == "auto" or fp8 else weights_dtype
+    compute = dtype if activations_dtype == "auto" else activations_dtype
     runtime = TransformerRuntime(
-        dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype), scan_layers=scan_layers, attention=attention
+        dtype=jax_dtype(compute), param_dtype=jax_dtype(storage), scan_layers=scan_layers, attention=attention
     )
-    spec = checkpoint.transformer_spec
-    return JaxDenoiser([load_transformer(spec, runtime, checkpoint.weights(expert)) for expert in checkpoint.experts])
+    kernel_dtype = jax_dtype(weights_dtype) if fp8 else None
+    loading = ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache)
+    replaced = _replaced_experts(checkpoint, transformer_files)
+    per_expert = loras_per_expert(len(checkpoint.experts), loras, loras_low)
+    weights = [
+        with_loras(transformer_weights_at(replaced[e]) if e in replaced else checkpoint.weights(e), specs)
+        for e, specs in zip(checkpoint.experts, per_expert)
+    ]
+    options = DenoiserOptions(
+        use_kv_cache=use_kv_cache, scan_diffusion_loop=scan_diffusion_loop, scheduler_dtype=jax_dtype(scheduler_dtype)
+    )
+    return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
 
 
-def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str) -> VideoAutoencoder:
+def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str, config: GenerationConfig) -> VideoAutoencoder:
     from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
     from wanjax.adapters.jax.dtypes import jax_dtype
-    from wanjax.adapters.jax.vae.runtime import VaeRuntime
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
     from wanjax.adapters.jax.vae.weights import load_vae
 
-    runtime = VaeRuntime(dtype=jax_dtype(dtype), param_dtype=jax_dtype(dtype))
+    compute = dtype if config.vae_dtype == "auto" else config.vae_dtype
+    storage = compute if config.vae_weights_dtype == "auto" else config.vae_weights_dtype
+    size, stride = config.vae_tile_size, config.vae_tile_stride
+    tiling = VaeTiling(
+        tile_sample_min_height=size, tile_sample_min_width=size,
+        tile_sample_stride_height=stride, tile_sample_stride_width=stride,
+    )  # fmt: skip
+    runtime = VaeRuntime(
+        dtype=jax_dtype(compute),
+        param_dtype=jax_dtype(storage),
+        decode_chunk=config.vae_decode_chunk,
+        encode_chunk=config.vae_encode_chunk,
+        tiling=tiling if config.vae_tiling else None,
+    )
     return JaxVideoAutoencoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")))

@@ -15,7 +15,11 @@ class Container(containers.DeclarativeContainer):
     config = providers.Dependency(instance_of=GenerationConfig)
 
     checkpoint_folder = providers.Singleton(builders.locate_model, config.provided.model)
-    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder)
+    transformer_files = providers.List(config.provided.transformer_file, config.provided.transformer_2_file)
+    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder, transformer_files)
+    weights_cache = providers.Singleton(
+        builders.build_weights_cache, config.provided.weights_cache, config.provided.weights_cache_dir
+    )
     dtype = providers.Singleton(builders.resolve_dtype, config.provided.dtype)
     attention = providers.Selector(
         config.provided.attention,
@@ -24,11 +28,30 @@ class Container(containers.DeclarativeContainer):
         tokamax=providers.Singleton(builders.tokamax_attention),
     )
 
-    text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, dtype)
-    denoiser = providers.Singleton(
-        builders.build_denoiser, checkpoint, dtype, config.provided.scan_layers, attention
+    text_encoder = providers.Singleton(
+        builders.build_text_encoder,
+        checkpoint,
+        dtype,
+        config.provided.text_encoder_dtype,
+        config.provided.compile_text_encoder,
     )
-    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype)
+    denoiser = providers.Singleton(
+        builders.build_denoiser,
+        checkpoint,
+        dtype,
+        config.provided.scan_layers,
+        attention,
+        config.provided.loras,
+        config.provided.loras_low,
+        weights_dtype=config.provided.weights_dtype,
+        transformer_files=transformer_files,
+        weights_cache=weights_cache,
+        activations_dtype=config.provided.activations_dtype,
+        scheduler_dtype=config.provided.scheduler_dtype,
+        use_kv_cache=config.provided.use_kv_cache,
+        scan_diffusion_loop=config.provided.scan_diffusion_loop,
+    )
+    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype, config)
     image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, dtype)
 
     components = providers.Singleton(
@@ -44,7 +67,10 @@ class Container(containers.DeclarativeContainer):
         image_encoder=image_encoder.provider,
     )
     service = providers.Singleton(
-        GenerationService, components, max_sequence_length=config.provided.max_sequence_length
+        GenerationService,
+        components,
+        max_sequence_length=config.provided.max_sequence_length,
+        batched_text_encoder=config.provided.use_batched_text_encoder,
     )
 
 

@@ -21,11 +21,20 @@ def check_output_path(path: Path, output_type: str) -> None:
         raise InvalidRequestError(f"output {path} is a folder; give a file name such as {path / ('video' + allowed[0])}")
 
 
+def output_paths(path: Path, batch: int) -> list[Path]:
+    """Where a batch of `batch` results goes: .npy holds the whole array; .mp4 one file per video,
+    `path` itself for one, NAME-0.mp4, NAME-1.mp4, ... for several."""
+    if path.suffix.lower() != ".mp4" or batch == 1:
+        return [path]
+    return [path.with_stem(f"{path.stem}-{i}") for i in range(batch)]
+
+
 def write_output(array: np.ndarray, path: Path, fps: int) -> None:
-    """.mp4 gets the first video of the batch; .npy gets the whole array. Written atomically."""
+    """Writes `array` ([B, ...]) to `output_paths(path, B)`, each file atomically."""
     from wanjax.adapters.media.video_files import Mp4Sink, NpySink
 
-    if path.suffix.lower() == ".mp4":
-        Mp4Sink().write(array[0], path, fps)
-    else:
+    if path.suffix.lower() != ".mp4":
         NpySink().write(array, path)
+        return
+    for video, target in zip(array, output_paths(path, len(array)), strict=True):
+        Mp4Sink().write(video, target, fps)

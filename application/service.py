@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
 import numpy as np
 
+from wanjax.application.prompts import encode_prompts
+from wanjax.domain.batch import shared_request
 from wanjax.domain.conditioning import Conditioning, ImageConditioning, first_frame_mask
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
@@ -16,6 +19,7 @@ from wanjax.domain.ports import Denoiser, ImageEncoder, StepCallback, TextEncode
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.tracing import TimingTrace
+from wanjax.domain.warmup import warmup_request
 
 OUTPUT_TYPES = ("frames", "latent")
 
@@ -55,9 +59,12 @@ class LoadedModel:
 class GenerationService:
     """Turns validated requests into videos with one loaded model."""
 
-    def __init__(self, components: ModelComponents, *, max_sequence_length: int) -> None:
+    def __init__(
+        self, components: ModelComponents, *, max_sequence_length: int, batched_text_encoder: bool = True
+    ) -> None:
         self._components = components
         self._max_sequence_length = max_sequence_length
+        self._batched_text_encoder = batched_text_encoder
         self._loaded: LoadedModel | None = None
 
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
@@ -73,11 +80,35 @@ class GenerationService:
         return LatentGeometry.of(request, c.transformer_spec, c.vae_spec)
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
+        """Builds every component once. The transformer(s) load on this thread while the text
+        encoder, VAE and image encoder load on another: their loading hides behind the
+        transformer's conversion. The `load` span ends when both are done.
+
+        The builders share only immutable, already-built values (the checkpoint, the dtype
+        name), so building them on two threads is safe."""
         if self._loaded is None:
             with (trace or TimingTrace()).span("load"):
                 c = self._components
-                self._loaded = LoadedModel(c.text_encoder(), c.denoiser(), c.autoencoder(), c.image_encoder())
+                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
+                    others = pool.submit(lambda: (c.text_encoder(), c.autoencoder(), c.image_encoder()))
+                    denoiser = c.denoiser()
+                    text_encoder, autoencoder, image_encoder = others.result()
+                self._loaded = LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
         return self._loaded
+
+    def warmup(
+        self,
+        requests: Sequence[GenerationRequest],
+        *,
+        initial_latents: np.ndarray | None = None,
+        output_type: str = "frames",
+    ) -> TimingTrace:
+        """Loads, compiles every executable `generate_batch(requests, ...)` (or, for one request,
+        `generate`) needs and runs the batch cut to two steps (both experts on Wan 2.2 A14B),
+        so that the run that follows compiles nothing. The warm-up's output is dropped here:
+        only its trace comes back."""
+        shorts = [warmup_request(request, num_experts=self._components.num_experts) for request in requests]
+        return self._run(shorts, shared_request(requests), initial_latents, output_type, None).trace
 
     def generate(
         self,
@@ -88,29 +119,55 @@ class GenerationService:
         on_step: StepCallback | None = None,
     ) -> GenerationResult:
         """`initial_latents` are noise in diffusers' layout [B, C, F', H', W'] (else drawn from the seed)."""
+        return self._run([request], request, initial_latents, output_type, on_step)
+
+    def generate_batch(
+        self,
+        requests: Sequence[GenerationRequest],
+        *,
+        initial_latents: np.ndarray | None = None,
+        output_type: str = "frames",
+        on_step: StepCallback | None = None,
+    ) -> GenerationResult:
+        """B videos in one run, row i of the result from requests[i]: each its own prompt, negative
+        prompt and seed (its noise is what `generate` would draw), all else shared (`shared_request`).
+        The compiled step depends on B, never on the prompts or seeds."""
+        return self._run(requests, shared_request(requests), initial_latents, output_type, on_step)
+
+    def _run(
+        self,
+        requests: Sequence[GenerationRequest],
+        compiled_for: GenerationRequest,
+        initial_latents: np.ndarray | None,
+        output_type: str,
+        on_step: StepCallback | None,
+    ) -> GenerationResult:
+        """Runs `requests` as one batch; the denoising executables are prepared for `compiled_for`'s
+        plan (the same request, or the full run a warm-up stands in for)."""
         if output_type not in OUTPUT_TYPES:
             raise InvalidRequestError(f"output_type={output_type!r}: must be one of {', '.join(OUTPUT_TYPES)}")
-        geometry = self.geometry(request)
+        request = shared_request(requests)
+        geometry = attrs.evolve(self.geometry(request), batch=len(requests))
         if initial_latents is not None:
             geometry.check_diffusers_latents(initial_latents)
         c = self._components
         plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
+        full_plan = plan_sampling(compiled_for, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         trace = TimingTrace()
         model = self.load(trace)
 
         with trace.span("conditioning"):
-            prompts = [request.prompt] + ([request.negative_prompt] if request.uses_guidance else [])
-            embeddings = model.text_encoder.encode(prompts, self._max_sequence_length)
-            context = embeddings[:1]
-            negative_context = embeddings[1:] if request.uses_guidance else None
-            conditioning = self._image_conditioning(request, geometry, model)
+            context, negative_context = encode_prompts(
+                model.text_encoder, requests, self._max_sequence_length, batched=self._batched_text_encoder
+            )
+            conditioning = _repeated(self._image_conditioning(request, geometry, model), len(requests))
             if initial_latents is None:
-                latents: Any = model.denoiser.noise(request.seed, geometry.shape)
+                latents: Any = _noise(model.denoiser, requests, geometry)
             else:
                 latents = geometry.from_diffusers_layout(initial_latents)
 
         with trace.span("compile"):
-            model.denoiser.prepare(latents, plan, context, negative_context, conditioning)
+            model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
         with trace.span("denoise"):
             latents = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
         if output_type == "latent":
@@ -135,3 +192,18 @@ class GenerationService:
         mask = first_frame_mask(geometry.frames, geometry.height, geometry.width, self._components.vae_spec.temporal_compression)
         image_context = model.image_encoder.encode([image]) if model.image_encoder is not None else None
         return Conditioning(extra_channels=np.concatenate([mask, image_latents], axis=-1), image_context=image_context)
+
+
+def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: LatentGeometry) -> Any:
+    """[B, F', H', W', C]: row i is the noise `requests[i]` alone would start from."""
+    one = (1, *geometry.shape[1:])
+    if len(requests) == 1:
+        return denoiser.noise(requests[0].seed, one)
+    return np.concatenate([np.asarray(denoiser.noise(r.seed, one)) for r in requests])
+
+
+def _repeated(conditioning: Conditioning, batch: int) -> Conditioning:
+    """The image conditioning (one image) repeated for every video of the batch."""
+    if batch == 1:
+        return conditioning
+    return Conditioning(*(None if a is None else np.repeat(np.asarray(a), batch, axis=0) for a in conditioning))

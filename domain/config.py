@@ -14,10 +14,13 @@ from typing import Any
 import attrs
 
 from wanjax.domain.errors import ConfigError
+from wanjax.domain.lora import parse_lora_specs
 from wanjax.domain.requests import SOLVERS, GenerationRequest
 
 DTYPES = ("auto", "float32", "bfloat16")
+WEIGHTS_DTYPES = ("auto", "float32", "bfloat16", "float8_e4m3fn")
 ATTENTION_BACKENDS = ("xla", "pallas", "tokamax")
+SCHEDULER_DTYPES = ("float32", "bfloat16")
 
 
 def _one_of(allowed: tuple[str, ...]):
@@ -33,6 +36,13 @@ def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
         raise ConfigError(f"{attribute.name}={value!r}: must be >= 1")
 
 
+def _lora_specs(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    try:
+        parse_lora_specs(value)
+    except ConfigError as err:
+        raise ConfigError(f"{attribute.name}: {err}") from None
+
+
 @attrs.frozen(kw_only=True)
 class GenerationConfig:
     """A preset with overrides applied."""
@@ -43,6 +53,58 @@ class GenerationConfig:
     scan_layers: bool = True
     attention: str = attrs.field(default="xla", validator=_one_of(ATTENTION_BACKENDS))
     max_sequence_length: int = attrs.field(default=512, validator=_positive)
+    loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
+    """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
+    loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
+    """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
+    # denoising speed (docs/performance.md, "Denoising speed"); none of these changes the model
+    activations_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
+    """The transformer's compute dtype: auto (= dtype), float32 or bfloat16."""
+    scheduler_dtype: str = attrs.field(default="float32", validator=_one_of(SCHEDULER_DTYPES))
+    """The solver state between steps and its arithmetic: float32 (as diffusers) or bfloat16."""
+    use_kv_cache: bool = True
+    """Cross-attention K/V of the text (and I2V image) computed once per generation, not every step."""
+    scan_diffusion_loop: bool = False
+    """All denoising steps as one jax.lax.scan (no per-step progress; a new step count recompiles)."""
+    use_batched_text_encoder: bool = True
+    """Prompts and negative prompts encoded in one text-encoder call (false: one call each)."""
+    text_encoder_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
+    """The UMT5 encoder's dtype: auto (= dtype), float32 or bfloat16 (as Wan's own code runs it)."""
+    compile_text_encoder: bool = False
+    """torch.compile the text encoder (pays a compile on the first prompt batch of each size)."""
+    # VAE at scale (docs/performance.md, "VAE decode")
+    vae_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
+    """The VAE's compute dtype: auto (= dtype), float32 or bfloat16."""
+    vae_weights_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
+    """Storage of the VAE weights: auto (= vae_dtype), float32 or bfloat16."""
+    vae_decode_chunk: int | None = attrs.field(default=1, metadata={"parse": int})
+    """Latent frames per step of the decode scan (memory flat in frame count); none = unrolled per frame."""
+    vae_encode_chunk: int | None = attrs.field(default=None, metadata={"parse": int})
+    """Pixel frames (a multiple of 4) per step of the encode scan; none = unrolled."""
+    vae_tiling: bool = False
+    """Spatial tiling of VAE decode and encode with overlap blending, for sizes that do not fit memory."""
+    vae_tile_size: int = attrs.field(default=256, validator=_positive)
+    """Tile edge in output pixels (diffusers' tile_sample_min_height/width)."""
+    vae_tile_stride: int = attrs.field(default=192, validator=_positive)
+    """Tile stride in output pixels; tiles overlap by size - stride, blended linearly."""
+    # start-up (docs/performance.md, "Start-up")
+    weights_dtype: str = attrs.field(default="auto", validator=_one_of(WEIGHTS_DTYPES))
+    """Storage of the transformer weights: auto (= dtype), float32, bfloat16, or float8_e4m3fn
+    (the blocks' matmul kernels in fp8, everything else in `dtype`; computed in activations_dtype)."""
+    transformer_file: str | None = attrs.field(default=None, metadata={"parse": str})
+    """Transformer weights read from here instead of the model folder: a .safetensors file, a
+    shard index or a folder, in diffusers or original Wan / ComfyUI naming."""
+    transformer_2_file: str | None = attrs.field(default=None, metadata={"parse": str})
+    """The same for Wan 2.2 A14B's low-noise expert."""
+    weights_cache: bool = False
+    """Save the converted transformer weights once (orbax) and restore them on later starts."""
+    weights_cache_dir: str = "auto"
+    """Where: auto is $WANJAX_CACHE/weights (else ~/.cache/wanjax/weights)."""
+    compilation_cache_dir: str = "auto"
+    """JAX's persistent compilation cache (set at CLI start): auto is $WANJAX_CACHE/xla (else
+    ~/.cache/wanjax/xla); empty or none turns it off."""
+    warmup: bool = False
+    """Before the timed run, a 2-step run that compiles everything; its output is never written."""
     # sampling defaults
     height: int = 480
     width: int = 832
@@ -53,6 +115,8 @@ class GenerationConfig:
     boundary_ratio: float | None = attrs.field(default=None, metadata={"parse": float})
     flow_shift: float = 3.0
     sample_solver: str = attrs.field(default="unipc", validator=_one_of(SOLVERS))
+    sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
+    expert_switch_step: int | None = attrs.field(default=None, metadata={"parse": int})
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_positive)
@@ -134,6 +198,21 @@ def _coerce(key: str, value: Any, source: str) -> Any:
             if isinstance(value, bool):
                 raise ValueError
             return float(value)
+        if kind is tuple:
+            return _items(value, field.metadata["item"])
         return value if isinstance(value, str) else str(value)
     except ValueError:
-        raise ConfigError(f"{source}: {key}={value!r} is not a valid {kind.__name__}") from None
+        name = f"comma-separated list of {field.metadata['item'].__name__}" if kind is tuple else kind.__name__
+        raise ConfigError(f"{source}: {key}={value!r} is not a valid {name}") from None
+
+
+def _items(value: Any, item: type) -> tuple[Any, ...]:
+    """A YAML list, or a comma-separated text (`--set`), as a tuple of `item`; blanks dropped."""
+    try:
+        parts = value.split(",") if isinstance(value, str) else list(value)
+        texts = [part.strip() if isinstance(part, str) else part for part in parts]
+        if item is not str and any(isinstance(t, bool) for t in texts):
+            raise ValueError
+        return tuple(item(t) for t in texts if t != "")
+    except TypeError:
+        raise ValueError from None

@@ -35,11 +35,13 @@ def transformer_flops_per_step(
     image_tokens: int = 0,
     *,
     per_token_timesteps: bool = False,
+    kv_cached: bool = False,
 ) -> int:
     """Matmul FLOPs of one transformer forward on latents [batch, F, H, W, C_in].
 
     Terms, as the JAX model computes them (the text and image embedders and the
-    cross-attention K/V projections run in every forward):
+    cross-attention K/V projections run in every forward, unless `kv_cached`: the
+    denoiser's KV cache then computes them once per generation, outside the step):
       patch embed      B*S rows, p*C_in -> D (a Conv3d with kernel = stride = patch)
       time embedder    freq_dim -> D -> D, then time_proj D -> 6D, on B rows
                        (B*S rows with `per_token_timesteps`, Wan 2.2 TI2V)
@@ -79,4 +81,8 @@ def transformer_flops_per_step(
     head = matmul_flops(rows_s, p * spec.out_channels, d)
 
     blocks = spec.num_layers * (self_attention + cross_attention + feed_forward)
-    return patch_embed + time + text + image + blocks + head
+    total = patch_embed + time + text + image + blocks + head
+    if not kv_cached:
+        return total
+    kv_projections = spec.num_layers * 2 * (matmul_flops(rows_l, d, d) + matmul_flops(rows_m, d, d))
+    return total - (text + image + kv_projections)  # computed once per generation by the KV cache

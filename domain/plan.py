@@ -7,7 +7,7 @@ import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
-from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, euler_table, unipc_table
+from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, euler_table, few_step_euler_table, unipc_table
 
 HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `transformer_2`
 
@@ -43,20 +43,42 @@ def expert_per_step(timesteps: np.ndarray, boundary_ratio: float | None) -> np.n
     return np.where(timesteps >= boundary, HIGH_NOISE, LOW_NOISE).astype(np.int32)
 
 
+def expert_per_step_index(num_steps: int, switch_step: int) -> np.ndarray:
+    """The high-noise expert for steps before `switch_step`, then the low-noise one.
+
+    Step-distilled A14B recipes (Wan2.2-Lightning, LightX2V `boundary_step_index`) split
+    their few steps by index rather than by a boundary timestep.
+    """
+    if not 0 <= switch_step <= num_steps:
+        raise InvalidRequestError(
+            f"expert_switch_step={switch_step!r}: must be a step index in 0..{num_steps} for {num_steps} steps"
+        )
+    return np.where(np.arange(num_steps) < switch_step, HIGH_NOISE, LOW_NOISE).astype(np.int32)
+
+
 def plan_sampling(
     request: GenerationRequest, *, num_experts: int = 1, model_boundary_ratio: float | None = None
 ) -> SamplingPlan:
     """The plan for `request` on a model with `num_experts` transformers (1, or 2 for Wan 2.2 A14B)."""
     steps, shift = request.num_inference_steps, request.flow_shift
-    solver = euler_table(steps, shift) if request.sample_solver == "euler" else unipc_table(steps, shift)
+    if request.sample_timesteps is not None:
+        solver = few_step_euler_table(request.sample_timesteps, shift)
+    else:
+        solver = euler_table(steps, shift) if request.sample_solver == "euler" else unipc_table(steps, shift)
     if num_experts == 1:
-        for name in ("guidance_scale_low", "boundary_ratio"):
+        for name in ("guidance_scale_low", "boundary_ratio", "expert_switch_step"):
             if getattr(request, name) is not None:
                 raise InvalidRequestError(
                     f"{name}={getattr(request, name)!r}: this model has one transformer; "
                     f"{name} applies only to two-expert (Wan 2.2 A14B) models: leave it unset"
                 )
-        boundary = None
+        experts = expert_per_step(solver.timesteps, None)
+    elif request.expert_switch_step is not None:
+        if request.boundary_ratio is not None:
+            raise InvalidRequestError(
+                "boundary_ratio and expert_switch_step both choose where the low-noise expert starts; set one"
+            )
+        experts = expert_per_step_index(solver.num_steps, request.expert_switch_step)
     else:
         boundary = request.boundary_ratio if request.boundary_ratio is not None else model_boundary_ratio
         if boundary is None:
@@ -64,7 +86,7 @@ def plan_sampling(
                 "boundary_ratio is unset and the checkpoint's model_index.json gives none; "
                 "set it, e.g. --set boundary_ratio=0.875"
             )
-    experts = expert_per_step(solver.timesteps, boundary)
+        experts = expert_per_step(solver.timesteps, boundary)
     low = request.guidance_scale if request.guidance_scale_low is None else request.guidance_scale_low
     scales = np.where(experts == HIGH_NOISE, request.guidance_scale, low).astype(np.float32)
     return SamplingPlan(solver=solver, guidance_scales=scales, experts=experts, uses_guidance=request.uses_guidance)

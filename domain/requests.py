@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.scheduling.few_step import checked_timesteps
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -95,6 +96,15 @@ def _solver(_: Any, attribute: attrs.Attribute, value: str) -> None:
         _fail(attribute.name, value, f"must be one of {', '.join(SOLVERS)}")
 
 
+def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
+    return None if value is None else checked_timesteps(value)
+
+
+def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        _fail(attribute.name, value, "must be an integer >= 0 (a step index), or unset")
+
+
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
     """One text-to-video generation: the prompt and every sampling choice, resolved."""
@@ -113,6 +123,12 @@ class GenerationRequest:
     None means the checkpoint's own value."""
     flow_shift: float = attrs.field(validator=_positive_float)
     sample_solver: str = attrs.field(default="unipc", validator=_solver)
+    sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_timesteps)
+    """Few-step distilled sampling: the training timesteps to visit (e.g. 1000, 750, 500, 250),
+    sampled with flow-match Euler; when set, it replaces num_inference_steps and sample_solver."""
+    expert_switch_step: int | None = attrs.field(default=None, validator=_optional_step_index)
+    """Wan 2.2 A14B: the first step of the low-noise expert (distilled A14B recipes split by
+    step index); when set, it replaces boundary_ratio."""
     seed: int = attrs.field(default=0, validator=_seed)
     image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""

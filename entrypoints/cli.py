@@ -23,15 +23,18 @@ FLAG_KEYS = {
     "guidance_scale_low": "guidance_scale_low",
     "seed": "seed",
     "dtype": "dtype",
+    "lora": "loras",
+    "lora_low": "loras_low",
 }
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wanjax", description="Wan video generation in JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
-    gen = commands.add_parser("generate", help="generate one video")
+    gen = commands.add_parser("generate", help="generate a video per --prompt, in one batch")
     gen.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
-    gen.add_argument("--prompt", required=True)
+    gen.add_argument("--prompt", action="append", required=True,
+                     help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
     gen.add_argument("--negative-prompt")
     gen.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
     gen.add_argument("--height", type=int)
@@ -42,6 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--guidance-scale-low", type=float, help="guidance of the low-noise expert (Wan 2.2 A14B)")
     gen.add_argument("--seed", type=int)
     gen.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
+    gen.add_argument("--lora", action="append", metavar="PATH[:SCALE]",
+                     help="LoRA merged into the transformer (Wan 2.2 A14B: the high-noise expert); repeatable")
+    gen.add_argument("--lora-low", action="append", metavar="PATH[:SCALE]",
+                     help="LoRA merged into the low-noise expert of Wan 2.2 A14B models; repeatable")
     gen.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")
     gen.add_argument("--latents", type=Path, help=".npy initial noise [B, C, F', H', W'] (diffusers layout)")
     gen.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
@@ -66,8 +73,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, str]:
-    overrides: dict[str, str] = {}
+def _overrides(args: argparse.Namespace) -> dict[str, object]:
+    overrides: dict[str, object] = {}
     for item in args.set:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -89,28 +96,36 @@ def _read_latents(path: Path) -> np.ndarray:
 
 def _generate(args: argparse.Namespace) -> int:
     from wanjax.adapters.media.images import read_image
+    from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
-    from wanjax.application.outputs import check_output_path, write_output
+    from wanjax.application.outputs import check_output_path, output_paths, write_output
     from wanjax.application.presets import resolve_config
 
     config = resolve_config(args.model, _overrides(args))
+    configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
     image = read_image(args.image) if args.image is not None else None
-    request = config.request(args.prompt, image=image)
+    requests = [config.request(prompt, image=image, seed=config.seed + i) for i, prompt in enumerate(args.prompt)]
+    request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
     service = build_container(config).service()
     service.geometry(request)
+    warmup = service.warmup(requests, initial_latents=latents, output_type=output_type) if config.warmup else None
     progress = StepProgress(disable=args.quiet)
     try:
-        result = service.generate(request, initial_latents=latents, output_type=output_type, on_step=progress)
+        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=progress)
     finally:
         progress.close()
+    if warmup is not None:  # the load happened in the warm-up; the rest of it is one line
+        load = warmup.seconds.pop("load", 0.0)
+        result.trace.add("load", load)
+        result.trace.add("warmup", sum(warmup.seconds.values()))
     write_output(result.array, args.out, config.fps)
     if not args.quiet:
         print(result.trace.summary())
-    print(f"wrote {args.out}")
+    print("\n".join(f"wrote {path}" for path in output_paths(args.out, len(result.array))))
     return 0
 
 

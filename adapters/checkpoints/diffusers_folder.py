@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -20,10 +21,17 @@ CONFIG_FILE = {"scheduler": "scheduler_config.json", "image_processor": "preproc
 
 
 class DiffusersCheckpoint:
-    """Validated view of a checkpoint folder; nothing heavy is read until asked for."""
+    """Validated view of a checkpoint folder; nothing heavy is read until asked for.
+
+    Components load on several threads, and Wan 2.2's two experts share byte-identical
+    config and index files: in the Hugging Face cache both names link to one blob, which
+    the hub client may rewrite when it revalidates. Config and index reads therefore go
+    through one lock, so no reader sees a half-written file.
+    """
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._metadata_lock = threading.Lock()
         if not self.root.is_dir():
             raise CheckpointError(f"checkpoint folder not found: {self.root}")
         index = _read_json(self.root / "model_index.json", what="a diffusers-format Wan checkpoint")
@@ -51,10 +59,12 @@ class DiffusersCheckpoint:
 
     def config(self, component: str) -> dict[str, Any]:
         path = self.folder(component) / CONFIG_FILE.get(component, "config.json")
-        return _read_json(path, what=f"the {component} config")
+        with self._metadata_lock:
+            return _read_json(path, what=f"the {component} config")
 
     def weights(self, component: str) -> ComponentWeights:
-        return ComponentWeights(self.folder(component))
+        with self._metadata_lock:
+            return ComponentWeights(self.folder(component))
 
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
@@ -89,14 +99,15 @@ class DiffusersCheckpoint:
             raise CheckpointError(f"{self.root}: the transformer takes image embeddings but image_encoder/ is missing")
         return mode
 
-    def verify(self) -> None:
-        """Checks every config and every weight file header, reading no tensor data."""
+    def verify(self, skip: tuple[str, ...] = ()) -> None:
+        """Checks every config and every weight file header, reading no tensor data; the
+        weights of the components in `skip` (given from elsewhere) are not checked."""
         _ = self.image_conditioning
         for component in self.components:
             if component not in ("tokenizer", "transformer", "transformer_2", "vae"):
                 self.config(component)
         for component in WEIGHTED_COMPONENTS:
-            if self.has(component):
+            if self.has(component) and component not in skip:
                 self.weights(component)
 
 

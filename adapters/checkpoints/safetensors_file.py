@@ -4,13 +4,18 @@ The header is checked completely before any tensor is touched (dtype, shape, off
 file length), so a corrupt or truncated file is reported, with its path and the tensor
 at fault, before expensive work starts. Tensors come back as read-only numpy views of
 the mapped file; bf16 and fp8 map to ml_dtypes types, so no fp32 round trip happens.
+A loader that reads each tensor once calls `release` after it, so the file's pages
+leave the process's resident set as it goes (the kernel's page cache keeps them).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import mmap
+import os
 import struct
+import threading
 from pathlib import Path
 
 import attrs
@@ -45,26 +50,77 @@ class TensorEntry:
     end: int
 
 
+@attrs.frozen
+class FileIdentity:
+    """What says a file is unchanged without reading it (keys of converted-weight caches)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+
+    @classmethod
+    def of(cls, path: Path) -> FileIdentity:
+        stat = path.stat()
+        return cls(str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+
+
 class SafetensorsFile:
-    """One validated safetensors file; `tensor(name)` is a zero-copy view."""
+    """One validated safetensors file; `tensor(name)` is a zero-copy view.
+
+    The file is mapped on the first `tensor` call (under a lock: loaders read from
+    several threads), so opening files only to validate them maps nothing.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.entries, self.metadata, self._data_start = _read_header(self.path)
-        self._mmap: np.memmap | None = None
+        self._mmap: mmap.mmap | None = None
+        self._data: np.ndarray | None = None  # uint8 view of the whole mapping
+        self._lock = threading.Lock()
 
     @property
     def names(self) -> list[str]:
         return list(self.entries)
 
+    def identity(self) -> FileIdentity:
+        return FileIdentity.of(self.path)
+
     def tensor(self, name: str) -> np.ndarray:
+        entry = self._entry(name)
+        raw = self._mapped()[self._data_start + entry.begin : self._data_start + entry.end]
+        return raw.view(entry.dtype).reshape(entry.shape)
+
+    def release(self, name: str) -> None:
+        """Unmaps the pages of tensor `name` from this process (MADV_DONTNEED).
+
+        The mapping is read-only and file-backed, so nothing is lost: a later read of the
+        tensor (or of a neighbour sharing a boundary page) faults the pages back in.
+        """
+        entry = self._entry(name)
+        if self._mmap is None or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        start = self._data_start + entry.begin
+        start -= start % mmap.PAGESIZE
+        length = self._data_start + entry.end - start
+        if length > 0:
+            self._mmap.madvise(mmap.MADV_DONTNEED, start, length)
+
+    def _entry(self, name: str) -> TensorEntry:
         entry = self.entries.get(name)
         if entry is None:
             raise CheckpointError(f"{self.path}: has no tensor {name!r}")
-        if self._mmap is None:
-            self._mmap = np.memmap(self.path, dtype=np.uint8, mode="r")
-        raw = self._mmap[self._data_start + entry.begin : self._data_start + entry.end]
-        return raw.view(entry.dtype).reshape(entry.shape)
+        return entry
+
+    def _mapped(self) -> np.ndarray:
+        with self._lock:
+            if self._data is None:
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ)
+                finally:
+                    os.close(fd)
+                self._data = np.frombuffer(self._mmap, dtype=np.uint8)
+            return self._data
 
 
 def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], int]:
@@ -90,11 +146,13 @@ def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], in
     metadata = header.pop("__metadata__", None) or {}
     entries = {name: _entry(path, name, raw) for name, raw in header.items()}
     data_start = 8 + header_len
-    data_end = max((e.end for e in entries.values()), default=0)
-    if data_start + data_end > size:
+    cut = [name for name, e in entries.items() if data_start + e.end > size]
+    if cut:
+        first = min(cut, key=lambda name: entries[name].begin)
         raise CheckpointError(
-            f"{path}: truncated safetensors file: tensors need {data_start + data_end} bytes, "
-            f"the file has {size}; {REDOWNLOAD}"
+            f"{path}: truncated safetensors file: tensor {first!r} (and {len(cut) - 1} more) ends past "
+            f"the end; tensors need {data_start + max(entries[n].end for n in cut)} bytes, the file has "
+            f"{size}; {REDOWNLOAD}"
         )
     return entries, metadata, data_start
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from wanjax.adapters.checkpoints.safetensors_file import SafetensorsFile
+from wanjax.adapters.checkpoints.safetensors_file import FileIdentity, SafetensorsFile
 from wanjax.domain.errors import CheckpointError
 
 # (single file, index) names used by diffusers models and by transformers models
@@ -18,18 +19,43 @@ WEIGHT_FILE_NAMES = (
 )
 
 
+@runtime_checkable
+class TensorFiles(Protocol):
+    """Tensors backed by files: what a loader needs beyond the Mapping to read lean and
+    report well. Plain dicts of arrays (tests) are loaded too, without these."""
+
+    def locate(self, name: str) -> str:
+        """Where tensor `name` lives, for error messages (its file, its name there)."""
+        ...
+
+    def release(self, name: str) -> None:
+        """Tensor `name` has been read for good: its file pages may leave the process."""
+        ...
+
+    def identity(self) -> tuple[FileIdentity, ...]:
+        """Every file read, identified by path, size and mtime."""
+        ...
+
+    def byte_offset(self, name: str) -> tuple[str, int]:
+        """(file, offset): reading tensors in this order reads each file front to back."""
+        ...
+
+
 class ComponentWeights(Mapping[str, np.ndarray]):
     """Tensor name -> zero-copy view, over every file of a component.
 
-    Opening validates every file's header and, for sharded weights, that each shard
-    the index names exists and holds the tensors the index assigns to it.
+    `location` is a component folder, a single `.safetensors` file, or the
+    `.safetensors.index.json` of shards. Opening validates every file's header and, for
+    sharded weights, that each shard the index names exists and holds the tensors the
+    index assigns to it.
     """
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = Path(folder)
+    def __init__(self, location: Path) -> None:
+        location = Path(location)
+        self.folder = location if location.is_dir() else location.parent
         self._files: dict[str, SafetensorsFile] = {}
         self._owner: dict[str, str] = {}
-        single, index = _find_weight_files(self.folder)
+        single, index = _find_weight_files(location)
         if index is not None:
             self._open_sharded(index)
         else:
@@ -64,6 +90,20 @@ class ComponentWeights(Mapping[str, np.ndarray]):
     def file_of(self, name: str) -> Path:
         return self._files[self._owner[name]].path
 
+    def locate(self, name: str) -> str:
+        return f"{self.file_of(name)}: {name!r}" if name in self._owner else f"{self.folder}: {name!r}"
+
+    def release(self, name: str) -> None:
+        self._files[self._owner[name]].release(name)
+
+    def identity(self) -> tuple[FileIdentity, ...]:
+        return tuple(file.identity() for _, file in sorted(self._files.items()))
+
+    def byte_offset(self, name: str) -> tuple[str, int]:
+        """(file, offset): reading tensors in this order reads each file front to back."""
+        file = self._files[self._owner[name]]
+        return file.path.name, file.entries[name].begin
+
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._owner:
             raise KeyError(name)
@@ -76,11 +116,54 @@ class ComponentWeights(Mapping[str, np.ndarray]):
         return len(self._owner)
 
 
-def _find_weight_files(folder: Path) -> tuple[Path | None, Path | None]:
+def _find_weight_files(location: Path) -> tuple[Path | None, Path | None]:
+    if location.is_file():
+        if location.name.endswith(".index.json"):
+            return None, location
+        if location.suffix == ".safetensors":
+            return location, None
+        raise CheckpointError(f"{location}: not a .safetensors file or a .safetensors.index.json")
     for single, index in WEIGHT_FILE_NAMES:
-        if (folder / index).is_file():
-            return None, folder / index
-        if (folder / single).is_file():
-            return folder / single, None
+        if (location / index).is_file():
+            return None, location / index
+        if (location / single).is_file():
+            return location / single, None
+    if not location.exists():
+        raise CheckpointError(f"weights not found: {location} does not exist")
     expected = " or ".join(f"{s} / {i}" for s, i in WEIGHT_FILE_NAMES)
-    raise CheckpointError(f"{folder}: no safetensors weights found (expected {expected}); re-download the checkpoint")
+    raise CheckpointError(f"{location}: no safetensors weights found (expected {expected}); re-download the checkpoint")
+
+
+class RenamedWeights(Mapping[str, np.ndarray]):
+    """`source` seen under other names (`rename(source name) -> name`), e.g. the original
+    Wan checkpoints' names seen as diffusers names. Keeps `TensorFiles` working, and
+    error messages show both names."""
+
+    def __init__(self, source: ComponentWeights, rename: dict[str, str]) -> None:
+        self._source = source
+        self._original = {new: old for old, new in rename.items()}
+        if len(self._original) != len(rename):
+            raise CheckpointError(f"{source.folder}: two tensors map to one name; is this a Wan checkpoint?")
+
+    def locate(self, name: str) -> str:
+        original = self._original.get(name, name)
+        where = self._source.locate(original)
+        return where if original == name else f"{where} (read as {name!r})"
+
+    def release(self, name: str) -> None:
+        self._source.release(self._original[name])
+
+    def identity(self) -> tuple[FileIdentity, ...]:
+        return self._source.identity()
+
+    def byte_offset(self, name: str) -> tuple[str, int]:
+        return self._source.byte_offset(self._original[name])
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        return self._source[self._original[name]]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._original)
+
+    def __len__(self) -> int:
+        return len(self._original)

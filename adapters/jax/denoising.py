@@ -1,9 +1,11 @@
-"""The JAX denoiser: executes a SamplingPlan with the Wan transformer(s), one compiled step per call.
+"""The JAX denoiser: executes a SamplingPlan with the Wan transformer(s).
 
-The step (transformer pass, classifier-free guidance, solver update) is one executable;
-the plan's per-step values (solver row, timestep, guidance scale) and the expert's
-weights are its arguments, so any step count, shift, guidance scale or expert switch
-(Wan 2.2's experts share one architecture) runs without recompiling.
+Before the loop, once per generation: the text (and I2V image) cross-attention K/V of every
+block for the conditional and unconditional prompts (`use_kv_cache`), and the RoPE tables
+of the latent shape. Then either a Python loop over one compiled step (per-step progress;
+any step count, shift, guidance scale or expert switch runs without recompiling: Wan 2.2's
+experts share one architecture, so their weights are just arguments) or, with
+`scan_diffusion_loop`, one compiled `lax.scan` over all steps (`scan_loop`).
 """
 
 from __future__ import annotations
@@ -11,32 +13,58 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.compiled import CompiledFunction
+from wanjax.adapters.jax.denoise_step import StepInputs, guided_step, with_first_frame
+from wanjax.adapters.jax.scan_loop import PlanArrays, scan_denoise
+from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import StepCallback
-from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
+from wanjax.domain.scheduling import SolverState
+
+
+@attrs.frozen(kw_only=True)
+class DenoiserOptions:
+    """How the loop runs; none of these changes which model runs (config keys of the same names).
+
+    use_kv_cache: cross-attention K/V computed once per generation, not in every step.
+    scan_diffusion_loop: all steps as one lax.scan (no per-step progress) instead of a Python loop.
+    scheduler_dtype: the dtype of the solver state and its arithmetic (the latents between steps).
+    """
+
+    use_kv_cache: bool = True
+    scan_diffusion_loop: bool = False
+    scheduler_dtype: DTypeLike = jnp.float32
 
 
 class JaxDenoiser:
     """Implements the Denoiser port on Wan transformers: one, or Wan 2.2's two experts (high noise first)."""
 
-    def __init__(self, experts: Sequence[WanTransformer]) -> None:
+    def __init__(self, experts: Sequence[WanTransformer], options: DenoiserOptions = DenoiserOptions()) -> None:
         self._graphdef = nnx.graphdef(experts[0])
-        self._params = [nnx.split(expert)[1] for expert in experts]
+        self._params = tuple(nnx.split(expert)[1] for expert in experts)
+        self._rope_tables = experts[0].rope_tables
+        self._in_channels = experts[0].spec.in_channels
         self._dtype = experts[0].dtype
+        self._options = options
+        self._cross_kv = CompiledFunction(self._cross_attention_kv)
         self._step = CompiledFunction(self._guided_step)
+        self._loop = CompiledFunction(self._scan_loop)
 
     @property
     def num_compiled(self) -> int:
-        """Executables compiled so far (one per latent/context shape, whatever the expert)."""
-        return self._step.num_compiled
+        """Denoising executables compiled so far: one per latent/context shape whatever the expert
+        (and, with scan_diffusion_loop, per step count); the KV-cache builder is not counted."""
+        return self._step.num_compiled + self._loop.num_compiled
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> jax.Array:
         return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
@@ -49,9 +77,12 @@ class JaxDenoiser:
         negative_context: np.ndarray | None,
         conditioning: Conditioning = Conditioning(),
     ) -> None:
-        state = plan.solver.initial_state(jnp.asarray(latents, jnp.float32))
-        contexts = _stack_context(context, negative_context)
-        self._step.prepare(*self._step_args(state, plan, 0, contexts, _on_device(conditioning)))
+        inputs = self._inputs(jnp.shape(latents), context, negative_context, conditioning, abstract=True)
+        state = self._initial_state(plan, latents)
+        if self._options.scan_diffusion_loop:
+            self._loop.prepare(self._params, state, PlanArrays.of(plan), inputs)
+        else:
+            self._step.prepare(*self._step_args(state, plan, 0, inputs))
 
     def denoise(
         self,
@@ -62,67 +93,76 @@ class JaxDenoiser:
         on_step: StepCallback | None = None,
         conditioning: Conditioning = Conditioning(),
     ) -> jax.Array:
-        contexts = jnp.asarray(_stack_context(context, negative_context))
-        conditioning = _on_device(conditioning)
-        state = plan.solver.initial_state(jnp.asarray(latents, jnp.float32))
-        for i in range(plan.num_steps):
-            state = self._step(*self._step_args(state, plan, i, contexts, conditioning))
+        inputs = self._inputs(jnp.shape(latents), context, negative_context, conditioning, abstract=False)
+        state = self._initial_state(plan, latents)
+        if self._options.scan_diffusion_loop:
+            state = self._loop(self._params, state, PlanArrays.of(plan), inputs)
             if on_step is not None:
-                on_step(i + 1, plan.num_steps)
-        return jax.block_until_ready(_with_first_frame(state.sample, conditioning.first_frame))
+                on_step(plan.num_steps, plan.num_steps)
+        else:
+            for i in range(plan.num_steps):
+                state = self._step(*self._step_args(state, plan, i, inputs))
+                if on_step is not None:
+                    on_step(i + 1, plan.num_steps)
+        sample = with_first_frame(state.sample, inputs.conditioning.first_frame)
+        return jax.block_until_ready(sample.astype(jnp.float32))
 
-    def _step_args(
-        self, state: SolverState, plan: SamplingPlan, i: int, contexts: Any, conditioning: Conditioning
-    ) -> tuple[Any, ...]:
-        params = self._params[plan.experts[i]]
-        row = plan.solver.row(i)
-        return (params, state, row, plan.timesteps[i], plan.guidance_scales[i], contexts, conditioning)
+    def _initial_state(self, plan: SamplingPlan, latents: Any) -> SolverState:
+        return plan.solver.initial_state(jnp.asarray(latents, self._options.scheduler_dtype))
 
-    def _guided_step(
+    def _inputs(
         self,
-        params: nnx.State,
-        state: SolverState,
-        row: StepCoefficients,
-        timestep: jax.Array,
-        guidance_scale: jax.Array,
-        contexts: jax.Array,  # [B, L, D] or, with guidance, [2B, L, D] (conditional first)
+        latent_shape: tuple[int, ...],
+        context: np.ndarray,
+        negative_context: np.ndarray | None,
         conditioning: Conditioning,
-    ) -> SolverState:
+        *,
+        abstract: bool,
+    ) -> StepInputs:
+        """The per-generation inputs. `abstract` (for compiling): the KV cache as shapes only, its
+        builder compiled but not run."""
+        contexts = jnp.asarray(_stack_context(context, negative_context))  # [copies * B, L, text_dim]
+        copies = contexts.shape[0] // latent_shape[0]
+        c = _on_device(conditioning)
+        image_context = None if c.image_context is None else jnp.concatenate([c.image_context] * copies)
+        model_input_shape = (*latent_shape[:-1], self._in_channels)  # the extra channels included
+        rope = RopeTables(*(jnp.asarray(a) for a in self._rope_tables(model_input_shape)))
+        if not self._options.use_kv_cache:
+            text = (contexts,) * len(self._params)
+            return StepInputs(text, c._replace(image_context=image_context), rope)
+        if abstract:
+            text = tuple(jax.eval_shape(self._cross_attention_kv, p, contexts, image_context) for p in self._params)
+            self._cross_kv.prepare(self._params[0], contexts, image_context)
+        else:
+            text = tuple(self._cross_kv(p, contexts, image_context) for p in self._params)
+        return StepInputs(text, c._replace(image_context=None), rope)
+
+    def _step_args(self, state: SolverState, plan: SamplingPlan, i: int, inputs: StepInputs) -> tuple[Any, ...]:
+        expert = plan.experts[i]
+        row = plan.solver.row(i)
+        return (
+            self._params[expert], state, row, plan.timesteps[i], plan.guidance_scales[i],
+            inputs.text[expert], inputs.conditioning, inputs.rope,
+        )  # fmt: skip
+
+    def _cross_attention_kv(
+        self, params: nnx.State, contexts: jax.Array, image_context: jax.Array | None
+    ) -> CrossAttentionKV:
         model = nnx.merge(self._graphdef, params)
-        x = state.sample  # [B, F', H', W', C] float32
-        copies = contexts.shape[0] // x.shape[0]
-        x_in = _with_first_frame(x, conditioning.first_frame)
-        if conditioning.extra_channels is not None:
-            x_in = jnp.concatenate([x_in, conditioning.extra_channels], axis=-1)
-        x_in = jnp.concatenate([x_in] * copies).astype(self._dtype)
-        t = _timesteps(model, x, timestep, conditioning, copies)
-        image_context = conditioning.image_context
-        if image_context is not None:
-            image_context = jnp.concatenate([image_context] * copies).astype(self._dtype)
-        velocity = model(x_in, t, contexts.astype(self._dtype), image_context=image_context).astype(jnp.float32)
-        if copies == 2:
-            conditional, unconditional = jnp.split(velocity, 2)
-            velocity = unconditional + guidance_scale * (conditional - unconditional)
-        return solver_step(state, velocity, row)
+        image_context = None if image_context is None else image_context.astype(self._dtype)
+        return model.cross_attention_kv(contexts.astype(self._dtype), image_context)
+
+    def _guided_step(self, params: nnx.State, state: SolverState, *args: Any) -> SolverState:
+        return guided_step(self._graphdef, params, state, *args)
+
+    def _scan_loop(
+        self, params: tuple[nnx.State, ...], state: SolverState, steps: PlanArrays, inputs: StepInputs
+    ) -> SolverState:
+        return scan_denoise(self._graphdef, params, state, steps, inputs)
 
 
 def _on_device(conditioning: Conditioning) -> Conditioning:
     return Conditioning(*(None if a is None else jnp.asarray(a, jnp.float32) for a in conditioning))
-
-
-def _with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:
-    """Latent frame 0 replaced by the given image's latents (TI2V), else the latents as they are."""
-    return latents if first_frame is None else latents.at[:, :1].set(first_frame)
-
-
-def _timesteps(model: WanTransformer, x: jax.Array, timestep: jax.Array, c: Conditioning, copies: int) -> jax.Array:
-    """[B * copies], or per token [B * copies, S] with the given first frame's tokens at 0 (TI2V)."""
-    batch = x.shape[0] * copies
-    if c.first_frame is None:
-        return jnp.full((batch,), timestep, dtype=jnp.float32)
-    frames, height, width = model.token_grid(x.shape)
-    per_frame = jnp.full((frames,), timestep, dtype=jnp.float32).at[0].set(0.0)
-    return jnp.broadcast_to(jnp.repeat(per_frame, height * width), (batch, frames * height * width))
 
 
 def _stack_context(context: np.ndarray, negative_context: np.ndarray | None) -> np.ndarray:

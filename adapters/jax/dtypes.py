@@ -6,7 +6,7 @@ import jax.numpy as jnp
 
 from wanjax.domain.errors import ConfigError
 
-JAX_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+JAX_DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16, "float8_e4m3fn": jnp.float8_e4m3fn}
 
 
 def jax_dtype(name: str) -> jnp.dtype:

@@ -1,6 +1,7 @@
 """Sampling schedules and solver tables: everything about a denoising loop that is data-free."""
 
-from wanjax.domain.scheduling.euler import euler_table
+from wanjax.domain.scheduling.euler import euler_table, euler_table_on
+from wanjax.domain.scheduling.few_step import checked_timesteps, few_step_euler_table, few_step_schedule
 from wanjax.domain.scheduling.flow_sigmas import (
     NUM_TRAIN_TIMESTEPS,
     FlowSchedule,
@@ -22,8 +23,12 @@ __all__ = [
     "SolverState",
     "SolverTable",
     "StepCoefficients",
+    "checked_timesteps",
     "euler_flow_schedule",
     "euler_table",
+    "euler_table_on",
+    "few_step_euler_table",
+    "few_step_schedule",
     "shift_sigmas",
     "solver_step",
     "unipc_flow_schedule",

@@ -83,3 +83,25 @@ def test_attention_dominates_at_720p_for_wan21_14b():
     total = transformer_flops_per_step(spec, 21, 90, 160, 512, 1)
     self_attention = 40 * 4 * 75600**2 * 5120
     assert 0.6 < self_attention / total < 0.8  # 72%: 6.52 PFLOP per forward in all
+
+
+@pytest.mark.parametrize("config", [TINY, TINY_I2V], ids=["t2v", "i2v"])
+def test_kv_cached_count_is_the_forward_given_its_cache(config):
+    """With the KV cache, a step runs everything but the text/image embedders and K/V projections."""
+    spec = TransformerSpec(**config)
+    runtime = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    graphdef, state = nnx.split(WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
+    image = jnp.zeros((BATCH, IMAGE, spec.image_dim)) if spec.image_dim else None
+    cache = jax.eval_shape(
+        lambda s: nnx.merge(graphdef, s).cross_attention_kv(jnp.zeros((BATCH, TEXT, spec.text_dim)), image), state
+    )
+    latents = jnp.zeros((BATCH, FRAMES, HEIGHT, WIDTH, spec.in_channels))
+
+    def step(state, latents, cache):
+        return nnx.merge(graphdef, state)(latents, jnp.ones((BATCH,)), cache=cache)
+
+    expected = dot_general_flops(jax.make_jaxpr(step)(state, latents, cache).jaxpr)
+    counted = transformer_flops_per_step(
+        spec, FRAMES, HEIGHT, WIDTH, TEXT, BATCH, IMAGE if image is not None else 0, kv_cached=True
+    )
+    assert counted == expected

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -59,10 +60,23 @@ def fp32_layer_norm(dim: int, eps: float, *, affine: bool, rngs: nnx.Rngs) -> nn
     )
 
 
+class CrossAttentionKV(NamedTuple):
+    """What the cross-attention attends over: keys and values of the text tokens and, in
+    Wan 2.1 I2V, of the image tokens (None otherwise). [B, L, N, H] / [B, M, N, H] for one
+    block; with a leading [layers] axis for all blocks (the KV cache a sampling loop holds)."""
+
+    text_k: jax.Array
+    text_v: jax.Array
+    image_k: jax.Array | None = None
+    image_v: jax.Array | None = None
+
+
 class Attention(nnx.Module):
     """Wan attention: q/k/v projections, RMS norm of q and k over all heads at once
     (diffusers' "rms_norm_across_heads", i.e. over the full inner dim before the head
-    split), optional RoPE, the attention kernel, and the output projection.
+    split), the attention kernel, and the output projection. As self-attention
+    (`__call__`) it rotates q and k with RoPE; as cross-attention its keys and values
+    come from `key_values`, so they can be computed once per prompt (`cross`).
 
     diffusers creates norm_q/norm_k for every Wan checkpoint whatever `qk_norm` says, so
     they are always present here too.
@@ -98,26 +112,37 @@ class Attention(nnx.Module):
         self.dtype = runtime.dtype
         self.attention = runtime.attention
 
-    def __call__(
-        self,
-        x: jax.Array,
-        context: jax.Array,
-        rope: RopeTables | None,
-        image_context: jax.Array | None = None,
-    ) -> jax.Array:
-        """x: [B, T, D] queries' source; context: [B, S, D] keys'/values' source;
-        image_context: [B, M, D] embedded image tokens (image_kv only) -> [B, T, D]."""
-        q = self._heads(self.norm_q(self.to_q(x)).astype(self.dtype))  # [B, T, N, H]
-        k = self._heads(self.norm_k(self.to_k(context)).astype(self.dtype))  # [B, S, N, H]
-        v = self._heads(self.to_v(context))  # [B, S, N, H]
-        if rope is not None:
-            q, k = apply_rope(q, rope), apply_rope(k, rope)
-        out = self.attention(q, k, v)  # [B, T, N, H]
-        if image_context is not None:
-            k_img = self._heads(self.norm_added_k(self.add_k_proj(image_context)).astype(self.dtype))
-            v_img = self._heads(self.add_v_proj(image_context))  # [B, M, N, H]
-            out = out + self.attention(q, k_img, v_img)  # summed in the activation dtype, as diffusers
+    def __call__(self, x: jax.Array, rope: RopeTables) -> jax.Array:
+        """Self-attention with RoPE on q and k: x [B, S, D] -> [B, S, D]."""
+        q = apply_rope(self._queries(x), rope)  # [B, S, N, H]
+        k = apply_rope(self._heads(self.norm_k(self.to_k(x)).astype(self.dtype)), rope)  # [B, S, N, H]
+        v = self._heads(self.to_v(x))  # [B, S, N, H]
+        out = self.attention(q, k, v)  # [B, S, N, H]
         return self.to_out(out.reshape(*out.shape[:2], -1))
+
+    def key_values(self, context: jax.Array, image_context: jax.Array | None) -> CrossAttentionKV:
+        """The cross-attention's keys and values: of the embedded text context [B, L, D] and,
+        with `image_kv`, of the embedded image tokens [B, M, D]. They depend on the prompt
+        and image only, so a sampling loop can compute them once (the KV cache)."""
+        k = self._heads(self.norm_k(self.to_k(context)).astype(self.dtype))  # [B, L, N, H]
+        v = self._heads(self.to_v(context))  # [B, L, N, H]
+        if image_context is None:
+            return CrossAttentionKV(k, v)
+        k_img = self._heads(self.norm_added_k(self.add_k_proj(image_context)).astype(self.dtype))
+        v_img = self._heads(self.add_v_proj(image_context))  # [B, M, N, H]
+        return CrossAttentionKV(k, v, k_img, v_img)
+
+    def cross(self, x: jax.Array, kv: CrossAttentionKV) -> jax.Array:
+        """Cross-attention of x [B, S, D] over `kv` (no RoPE) -> [B, S, D]."""
+        q = self._queries(x)  # [B, S, N, H]
+        out = self.attention(q, kv.text_k, kv.text_v)  # [B, S, N, H]
+        if kv.image_k is not None:
+            out = out + self.attention(q, kv.image_k, kv.image_v)  # summed in the activation dtype, as diffusers
+        return self.to_out(out.reshape(*out.shape[:2], -1))
+
+    def _queries(self, x: jax.Array) -> jax.Array:
+        """[B, S, D] -> q [B, S, N, H]."""
+        return self._heads(self.norm_q(self.to_q(x)).astype(self.dtype))
 
     def _heads(self, x: jax.Array) -> jax.Array:
         """[B, S, D] -> [B, S, N, H]."""
@@ -171,24 +196,21 @@ class WanBlock(nnx.Module):
         )
         self.dtype = runtime.dtype
 
-    def __call__(
-        self,
-        x: jax.Array,
-        context: jax.Array,
-        image_context: jax.Array | None,
-        temb6: jax.Array,
-        rope: RopeTables,
-    ) -> jax.Array:
-        """x: [B, S, D], context: [B, L, D], image_context: [B, M, D] or None,
+    def cross_key_values(self, context: jax.Array, image_context: jax.Array | None) -> CrossAttentionKV:
+        """context [B, L, D] and image_context [B, M, D] (embedded) -> this block's cross-attention K/V."""
+        return self.attn2.key_values(context, image_context)
+
+    def __call__(self, x: jax.Array, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+        """x: [B, S, D], kv: this block's cross-attention K/V ([B, L, N, H] ...),
         temb6: [B, T, 6, D] with T = 1 or S -> [B, S, D] (activation dtype)."""
         modulation = self.scale_shift_table[...][None] + temb6.astype(jnp.float32)  # [B, T, 6, D] fp32
         shift, scale, gate, ff_shift, ff_scale, ff_gate = jnp.unstack(modulation, axis=2)  # [B, T, D] each
 
         h = (self.norm1(x) * (1 + scale) + shift).astype(self.dtype)
-        x = (x.astype(jnp.float32) + self.attn1(h, h, rope) * gate).astype(self.dtype)
+        x = (x.astype(jnp.float32) + self.attn1(h, rope) * gate).astype(self.dtype)
 
         h = x if self.norm2 is None else self.norm2(x).astype(self.dtype)
-        x = x + self.attn2(h, context, None, image_context)
+        x = x + self.attn2.cross(h, kv)
 
         h = (self.norm3(x) * (1 + ff_scale) + ff_shift).astype(self.dtype)
         return (x.astype(jnp.float32) + self.ffn(h).astype(jnp.float32) * ff_gate).astype(self.dtype)

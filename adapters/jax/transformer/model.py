@@ -1,7 +1,9 @@
 """The Wan transformer in Flax NNX, numerically equal to diffusers' WanTransformer3DModel:
 Wan 2.1 T2V / I2V / FLF2V and Wan 2.2 T2V / I2V / TI2V, as its `TransformerSpec` says.
 
-Latents are channels-last, [B, F, H, W, C], as everywhere in wanjax. A (pt, ph, pw)
+Latents are channels-last, [B, F, H, W, C], as everywhere in wanjax. The cross-attention
+keys and values depend on the prompt only, so `cross_attention_kv` computes them apart,
+for a sampling loop to compute once (its KV cache) and pass to every step. A (pt, ph, pw)
 patch becomes one token; tokens run in (frame, row, column) order, the order of
 diffusers' `flatten(2)` after its Conv3d.
 """
@@ -14,7 +16,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.transformer.blocks import WanBlock, fp32_layer_norm
+from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
@@ -111,32 +113,62 @@ class WanTransformer(nnx.Module):
         grid = self.token_grid(latent_shape)
         return rope_tables(self.spec.attention_head_dim, grid, self.spec.rope_max_seq_len)
 
+    def cross_attention_kv(self, context: jax.Array, image_context: jax.Array | None = None) -> CrossAttentionKV:
+        """The cross-attention K/V of every block, stacked [layers, B, L, N, H] (and [layers, B, M, N, H]
+        for the image tokens): context [B, L, text_dim], image_context [B, M, image_dim] as in `__call__`.
+
+        They depend on the prompt (and image), never on the latents or the timestep: a sampling
+        loop computes them once and passes them as `cache=` to every step (the KV cache).
+        """
+        batch = context.shape[0]
+        self._check_image_context(batch, image_context)
+        text = self.condition_embedder.text(context)  # [B, L, D]
+        image = None if image_context is None else self.condition_embedder.image(image_context)  # [B, M, D]
+        if self.scan_layers:
+
+            @nnx.vmap(in_axes=(0, None, None), out_axes=0)
+            def per_block(block: WanBlock, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
+                return block.cross_key_values(text, image)
+
+            return per_block(self.blocks, text, image)
+        per_layer = [block.cross_key_values(text, image) for block in self.blocks]
+        return jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer)
+
     def __call__(
         self,
         latents: jax.Array,
         timestep: jax.Array,
-        context: jax.Array,
+        context: jax.Array | None = None,
         *,
         image_context: jax.Array | None = None,
         rope: RopeTables | None = None,
+        cache: CrossAttentionKV | None = None,
     ) -> jax.Array:
         """latents [B, F, H, W, C_in]; timestep [B] (e.g. 999.0), or [B, S] one per token
         in token order (S = F' * H' * W', Wan 2.2 TI2V); context [B, L, text_dim];
         image_context [B, M, image_dim], CLIP image embeddings, given exactly when the spec
         uses them (Wan 2.1 I2V: M = 257; FLF2V: M = pos_embed_seq_len, first frame's tokens
         then last frame's) -> velocity [B, F, H, W, C_out] float32.
+        Instead of context and image_context, `cache` may give their `cross_attention_kv`.
         `rope` defaults to `self.rope_tables(latents.shape)`."""
         b = latents.shape[0]
         grid = self.token_grid(latents.shape)
-        self._check_conditioning(b, math.prod(grid), timestep, image_context)
+        self._check_timestep(b, math.prod(grid), timestep)
+        if (cache is None) == (context is None) or (cache is not None and image_context is not None):
+            raise ValueError(
+                "give either context (with image_context where the model uses one) or their cross_attention_kv cache"
+            )
+        if cache is None:
+            self._check_image_context(b, image_context)
+        elif (cache.image_k is not None) != self.spec.uses_image_embeddings or cache.text_k.shape[1] != b:
+            raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         x = self.patch_embedding(latents).reshape(b, math.prod(grid), -1)  # [B, S, D]
         temb, temb6 = self.condition_embedder.time(timestep)  # [B, T, D], [B, T, 6, D]; T = 1 or S
-        context = self.condition_embedder.text(context)  # [B, L, D]
-        if image_context is not None:
-            image_context = self.condition_embedder.image(image_context)  # [B, M, D]
-        x = self._run_blocks(x, context, image_context, temb6, rope)
+        if cache is None:
+            cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
+        x = self._run_blocks(x, cache, temb6, rope)
 
         modulation = self.scale_shift_table[...][None] + temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
         shift, scale = jnp.unstack(modulation, axis=2)  # [B, T, D] each
@@ -144,14 +176,15 @@ class WanTransformer(nnx.Module):
         x = self.proj_out(x)  # [B, S, pt * ph * pw * C_out]
         return self._unpatchify(x, grid).astype(jnp.float32)
 
-    def _check_conditioning(
-        self, batch: int, tokens: int, timestep: jax.Array, image_context: jax.Array | None
-    ) -> None:
+    @staticmethod
+    def _check_timestep(batch: int, tokens: int, timestep: jax.Array) -> None:
         if tuple(timestep.shape) not in ((batch,), (batch, tokens)):
             raise ValueError(
                 f"timestep must be [B={batch}] or per token [B={batch}, S={tokens}], "
                 f"got shape {tuple(timestep.shape)}"
             )
+
+    def _check_image_context(self, batch: int, image_context: jax.Array | None) -> None:
         spec = self.spec
         if not spec.uses_image_embeddings:
             if image_context is not None:
@@ -170,23 +203,17 @@ class WanTransformer(nnx.Module):
                 f"image_dim={spec.image_dim}] (CLIP image embeddings), got shape {shape}"
             )
 
-    def _run_blocks(
-        self,
-        x: jax.Array,
-        context: jax.Array,
-        image_context: jax.Array | None,
-        temb6: jax.Array,
-        rope: RopeTables,
-    ) -> jax.Array:
+    def _run_blocks(self, x: jax.Array, cache: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+        """x [B, S, D] through every block, block i reading layer i of the stacked `cache`."""
         if self.scan_layers:
 
-            @nnx.scan(in_axes=(nnx.Carry, 0, None, None, None, None), out_axes=nnx.Carry)
-            def step(x: jax.Array, block: WanBlock, context, image_context, temb6, rope) -> jax.Array:
-                return block(x, context, image_context, temb6, rope)
+            @nnx.scan(in_axes=(nnx.Carry, 0, 0, None, None), out_axes=nnx.Carry)
+            def step(x: jax.Array, block: WanBlock, kv: CrossAttentionKV, temb6, rope) -> jax.Array:
+                return block(x, kv, temb6, rope)
 
-            return step(x, self.blocks, context, image_context, temb6, rope)
-        for block in self.blocks:
-            x = block(x, context, image_context, temb6, rope)
+            return step(x, self.blocks, cache, temb6, rope)
+        for i, block in enumerate(self.blocks):
+            x = block(x, jax.tree.map(lambda a, i=i: a[i], cache), temb6, rope)
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

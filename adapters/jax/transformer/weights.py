@@ -9,18 +9,31 @@ diffusers keeps in fp32 (`_keep_in_fp32_modules`, matched per dotted name compon
 which stays fp32 here too: both `scale_shift_table`s, `blocks.N.norm2.*`,
 `condition_embedder.time_embedder.*` and the I2V image embedder's `norm1.*`/`norm2.*`.
 (The q/k RMS norm weights and the FLF2V `pos_embed` are not in that list and use
-`param_dtype`, as in diffusers.)
+`param_dtype`, as in diffusers.) `storage_layout` may store the blocks' matmul kernels
+in fp8 instead.
+
+Loading reads each tensor once, zero-copy from the file mapping, and casts it straight
+into its slot of a preallocated (for scanned blocks, stacked [L, ...]) buffer, on a few
+threads, in file order (`host_buffers`); the buffers then go to the device(s)
+(`staging`). Original-format (Wan repo / ComfyUI) names arrive already renamed to
+diffusers names (`checkpoints.original_names`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Mapping, Sequence
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
+from jax.typing import DTypeLike
 
+from wanjax.adapters.checkpoints.weights import TensorFiles
+from wanjax.adapters.jax.host_buffers import CopyJob, aligned_empty, run_jobs
+from wanjax.adapters.jax.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.errors import CheckpointError
@@ -132,19 +145,23 @@ def _torch_shape(jax_shape: tuple[int, ...], to_jax: tuple[int, ...] | None) -> 
 
 
 def _listing(names: Sequence[str], limit: int = 8) -> str:
-    shown = ", ".join(repr(n) for n in names[:limit])
+    shown = "; ".join(names[:limit])
     return shown + (f", ... ({len(names) - limit} more)" if len(names) > limit else "")
+
+
+def _where(tensors: Mapping[str, np.ndarray], name: str) -> str:
+    return tensors.locate(name) if isinstance(tensors, TensorFiles) else repr(name)
 
 
 def _check_names(slots: Sequence[_Slot], tensors: Mapping[str, np.ndarray]) -> None:
     expected = {slot.name for slot in slots}
     missing = [slot.name for slot in slots if slot.name not in tensors]
     unexpected = sorted(set(tensors) - expected)
-    problems = []
-    if missing:
-        problems.append(f"missing {len(missing)} tensor(s): {_listing(missing)}")
-    if unexpected:
-        problems.append(f"unexpected {len(unexpected)} tensor(s): {_listing(unexpected)}")
+    problems = [
+        f"{kind} {len(names)} tensor(s): {_listing([_where(tensors, name) for name in names])}"
+        for kind, names in (("missing", missing), ("unexpected", unexpected))
+        if names
+    ]
     if problems:
         raise CheckpointError(
             "transformer weights do not match its config.json ("
@@ -153,36 +170,103 @@ def _check_names(slots: Sequence[_Slot], tensors: Mapping[str, np.ndarray]) -> N
         )
 
 
+def abstract_transformer(spec: TransformerSpec, runtime: TransformerRuntime) -> WanTransformer:
+    """The model with shapes and dtypes but no values (no random init): a target to fill."""
+    return nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
+
+
+def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None) -> dict[Path, jax.ShapeDtypeStruct]:
+    """Each parameter's final shape and storage dtype.
+
+    The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
+    that `kernel_dtype` (fp8) stores the blocks' matmul kernels, which hold nearly all the
+    bytes; the layers cast them to the compute dtype as they use them. Embedders, the
+    output projection, biases and norms keep the model's dtype.
+    """
+    layout = {}
+    for path, param in _params(model, _slots(model)).items():
+        abstract = param.get_value()
+        dtype = abstract.dtype
+        if kernel_dtype is not None and path[0] == "blocks" and path[-1] == "kernel" and dtype != jnp.float32:
+            dtype = jnp.dtype(kernel_dtype)
+        layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)
+    return layout
+
+
+def convert_transformer_weights(
+    model: WanTransformer,
+    tensors: Mapping[str, np.ndarray],
+    *,
+    kernel_dtype: DTypeLike | None = None,
+    workers: int | None = None,
+) -> dict[Path, np.ndarray]:
+    """Diffusers-named tensors in torch layout -> host arrays in the model's layout and
+    storage dtypes (`storage_layout`), each written once into a preallocated buffer.
+
+    Names, and for files the shapes too (from the headers), are all checked before any
+    tensor is read; a problem raises `CheckpointError` naming the tensor and, for files,
+    the file. Other mappings (a LoRA merge computes its tensors) are read once, their
+    shapes checked as they are.
+    """
+    slots = _slots(model)
+    _check_names(slots, tensors)
+    layout = storage_layout(model, kernel_dtype)
+    buffers = {path: aligned_empty(a.shape, a.dtype) for path, a in layout.items()}
+    files = isinstance(tensors, TensorFiles)
+    if files:
+        slots = sorted(slots, key=lambda slot: tensors.byte_offset(slot.name))
+    jobs = []
+    for slot in slots:
+        target = buffers[slot.path] if slot.layer is None else buffers[slot.path][slot.layer]
+        read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, slot.to_jax))
+        if files:
+            read()  # a view: checks the shape from the header, reads nothing
+        release = functools.partial(tensors.release, slot.name) if files else None
+        jobs.append(CopyJob(read, target, slot.to_jax, release))
+    run_jobs(jobs, workers)
+    return buffers
+
+
+def _read_checked(tensors: Mapping[str, np.ndarray], name: str, expected: tuple[int, ...]) -> np.ndarray:
+    tensor = tensors[name]
+    if tuple(tensor.shape) != expected:
+        raise CheckpointError(
+            f"{_where(tensors, name)}: tensor has shape {tuple(tensor.shape)}, expected {expected} from the config"
+        )
+    return tensor
+
+
+def set_parameters(model: WanTransformer, arrays: Mapping[Path, jax.Array]) -> WanTransformer:
+    """Fills the model's parameters (all of them) with `arrays`, keyed by parameter path."""
+    params = _params(model, _slots(model))
+    if set(arrays) != set(params):
+        raise RuntimeError(f"parameters and arrays disagree: {sorted(map(str, set(arrays) ^ set(params)))[:8]}")
+    for path, array in arrays.items():
+        params[path].set_value(array)
+    return model
+
+
 def load_transformer(
-    spec: TransformerSpec, runtime: TransformerRuntime, tensors: Mapping[str, np.ndarray]
+    spec: TransformerSpec,
+    runtime: TransformerRuntime,
+    tensors: Mapping[str, np.ndarray],
+    *,
+    kernel_dtype: DTypeLike | None = None,
+    placement: ReplicatedPlacement | None = None,
+    workers: int | None = None,
 ) -> WanTransformer:
     """Builds a `WanTransformer` from diffusers-named tensors in torch layout.
 
     The model is traced abstractly (no random init); each parameter is assembled once
     on the host in its final dtype and layout (block tensors written into one stacked
-    buffer when `runtime.scan_layers`) and then transferred. Raises `CheckpointError`
-    on missing or unexpected names and on shape mismatches.
+    buffer when `runtime.scan_layers`), then placed on the device(s) by `placement`
+    (default: the default device; on CPU the aligned buffers become device arrays
+    without a copy). Raises `CheckpointError` on missing or unexpected names and on
+    shape mismatches.
     """
-    model = nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
-    slots = _slots(model)
-    params = _params(model, slots)
-    _check_names(slots, tensors)
-    buffers: dict[Path, np.ndarray] = {}
-    for slot in slots:
-        if slot.path not in buffers:
-            abstract = params[slot.path].get_value()
-            buffers[slot.path] = np.empty(abstract.shape, abstract.dtype)
-        target = buffers[slot.path] if slot.layer is None else buffers[slot.path][slot.layer]
-        tensor = np.asarray(tensors[slot.name])
-        expected = _torch_shape(target.shape, slot.to_jax)
-        if tensor.shape != expected:
-            raise CheckpointError(
-                f"tensor {slot.name!r} has shape {tensor.shape}, expected {expected} from the config"
-            )
-        target[...] = (tensor if slot.to_jax is None else tensor.transpose(slot.to_jax)).astype(target.dtype)
-    for path, buffer in buffers.items():
-        params[path].set_value(jnp.asarray(buffer))
-    return model
+    model = abstract_transformer(spec, runtime)
+    host = convert_transformer_weights(model, tensors, kernel_dtype=kernel_dtype, workers=workers)
+    return set_parameters(model, (placement or ReplicatedPlacement()).put_all(host))
 
 
 def transformer_weight_shapes(model: WanTransformer) -> dict[str, tuple[int, ...]]:

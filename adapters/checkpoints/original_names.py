@@ -1,0 +1,62 @@
+"""Original Wan tensor names (the Wan repos' and ComfyUI's safetensors) <-> diffusers names.
+
+The original checkpoints hold the same tensors in the same torch layouts as diffusers'
+`WanTransformer3DModel`, only named after the original modules (`self_attn.q`,
+`ffn.0`, `modulation`, `head.head`, ...), sometimes under a `model.diffusion_model.`
+prefix (ComfyUI). The one table of that difference is `adapters/lora/names.py`, which
+LoRA keys in the original style need too; it follows diffusers'
+`convert_wan_transformer_to_diffusers` (including its norm2/norm3 swap: the original
+`norm3` is the affine cross-attention norm diffusers calls `norm2`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from wanjax.adapters.checkpoints.weights import ComponentWeights, RenamedWeights
+from wanjax.adapters.lora.names import diffusers_module, diffusers_parameter
+from wanjax.domain.errors import UnsupportedModelError
+
+PREFIXES = ("model.diffusion_model.", "diffusion_model.")
+MARKER = "head.modulation"  # the key diffusers' single-file loader detects Wan by
+LEAVES = (".weight", ".bias")
+
+
+def diffusers_name(original: str) -> str:
+    """The diffusers name of an original Wan tensor name; unknown names come back unprefixed
+    but otherwise unchanged (the loader then reports them as unexpected)."""
+    for prefix in PREFIXES:
+        if original.startswith(prefix):
+            original = original[len(prefix) :]
+            break
+    parameter = diffusers_parameter(original)
+    if parameter is not None:
+        return parameter
+    for leaf in LEAVES:
+        module = diffusers_module(original[: -len(leaf)]) if original.endswith(leaf) else None
+        if module is not None:
+            return module + leaf
+    return original
+
+
+def is_original_format(names: Iterable[str]) -> bool:
+    return any(name.endswith(MARKER) for name in names)
+
+
+def transformer_weights(location: Path) -> ComponentWeights | RenamedWeights:
+    """A transformer's weights under diffusers names, whichever naming its files use.
+
+    `location`: a folder, a `.safetensors` file or a shard index. ComfyUI's "scaled fp8"
+    files (per-tensor scales in `*.scale_weight`) are refused: their tensors are not
+    the weights until rescaled.
+    """
+    weights = ComponentWeights(location)
+    if not is_original_format(weights):
+        return weights
+    if "scaled_fp8" in weights or any(name.endswith(".scale_weight") for name in weights):
+        raise UnsupportedModelError(
+            f"{location}: a ComfyUI 'scaled fp8' checkpoint; use its fp16/bf16 release instead "
+            "(and --set weights_dtype=float8_e4m3fn for fp8 storage)"
+        )
+    return RenamedWeights(weights, {name: diffusers_name(name) for name in weights})

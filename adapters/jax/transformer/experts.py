@@ -1,0 +1,64 @@
+"""Loading the transformer(s) of a checkpoint: concurrently, through the converted-weights
+cache when one is configured, onto the devices.
+
+Wan 2.2 A14B's two experts are independent until sampling, so they load on two threads
+(conversion releases the GIL; each expert's own conversion is threaded too). With a
+cache, an expert whose entry exists is restored instead of converted; one that was
+converted is saved once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+import attrs
+import numpy as np
+from jax.typing import DTypeLike
+
+from wanjax.adapters.checkpoints.weights import TensorFiles
+from wanjax.adapters.jax.staging import ReplicatedPlacement
+from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.weights import (
+    abstract_transformer,
+    convert_transformer_weights,
+    set_parameters,
+    storage_layout,
+)
+from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache, cache_key
+from wanjax.domain.specs import TransformerSpec
+
+@attrs.frozen(kw_only=True)
+class ExpertLoading:
+    """How experts load: runtime, fp8 kernel storage, placement and an optional cache."""
+
+    runtime: TransformerRuntime
+    kernel_dtype: DTypeLike | None = None
+    placement: ReplicatedPlacement = attrs.field(factory=ReplicatedPlacement)
+    cache: ConvertedWeightsCache | None = None
+
+    def load(self, spec: TransformerSpec, tensors: Mapping[str, np.ndarray]) -> WanTransformer:
+        """One transformer from its tensors (diffusers names), restored from the cache when
+        it has an entry. Only file-backed tensors (`TensorFiles`) are cached: their files
+        identify the entry."""
+        model = abstract_transformer(spec, self.runtime)
+        layout = storage_layout(model, self.kernel_dtype)
+        key = None
+        if self.cache is not None and isinstance(tensors, TensorFiles):
+            key = cache_key(tensors.identity(), layout, extra=(repr(spec), f"scan={self.runtime.scan_layers}"))
+            restored = self.cache.restore(key, layout, self.placement.sharding)
+            if restored is not None:
+                return set_parameters(model, restored)
+        host = convert_transformer_weights(model, tensors, kernel_dtype=self.kernel_dtype)
+        arrays = self.placement.put_all(host)
+        if key is not None:
+            self.cache.save(key, arrays)
+        return set_parameters(model, arrays)
+
+    def load_all(self, spec: TransformerSpec, experts: Sequence[Mapping[str, np.ndarray]]) -> list[WanTransformer]:
+        """Every expert from its tensors, concurrently (one thread each)."""
+        if len(experts) == 1:
+            return [self.load(spec, experts[0])]
+        with ThreadPoolExecutor(max_workers=len(experts), thread_name_prefix="wanjax-expert") as pool:
+            return list(pool.map(lambda tensors: self.load(spec, tensors), experts))

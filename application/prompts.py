@@ -1,0 +1,36 @@
+"""Prompt encoding for a batch: the conditional and unconditional text embeddings the denoiser stacks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from wanjax.domain.ports import TextEncoder
+from wanjax.domain.requests import GenerationRequest
+
+
+def encode_prompts(
+    encoder: TextEncoder,
+    requests: Sequence[GenerationRequest],
+    max_sequence_length: int,
+    *,
+    batched: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Embeddings [B, L, D] of the prompts and, with guidance, [B, L, D] of the negative prompts.
+
+    `batched` (config `use_batched_text_encoder`): both kinds in one encoder call, else one
+    call each. Each distinct text is encoded once (B videos usually share a negative prompt).
+    """
+    prompts = [r.prompt for r in requests]
+    negatives = [r.negative_prompt for r in requests] if requests[0].uses_guidance else []
+    groups = [prompts + negatives] if batched else [g for g in (prompts, negatives) if g]
+    embeddings = np.concatenate([_encode_distinct(encoder, texts, max_sequence_length) for texts in groups])
+    b = len(requests)
+    return embeddings[:b], (embeddings[b:] if negatives else None)
+
+
+def _encode_distinct(encoder: TextEncoder, texts: list[str], max_sequence_length: int) -> np.ndarray:
+    distinct = list(dict.fromkeys(texts))
+    embeddings = encoder.encode(distinct, max_sequence_length)  # [distinct, L, D]
+    return embeddings[[distinct.index(text) for text in texts]]

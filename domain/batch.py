@@ -1,0 +1,40 @@
+"""Batches: B videos in one denoising run, one row of the latents each.
+
+The videos of a batch may differ only in what never changes a shape or the sampling plan
+(prompt, negative prompt, seed), so one compiled step serves any batch of the same size.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+import numpy as np
+
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.requests import GenerationRequest
+
+PER_VIDEO_FIELDS = ("prompt", "negative_prompt", "seed")
+
+
+def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
+    """The request whose settings every video of the batch shares (the first); raises, naming the
+    field, when another request differs in anything but `PER_VIDEO_FIELDS`."""
+    if isinstance(requests, GenerationRequest) or len(requests) == 0:
+        raise InvalidRequestError("a batch is a non-empty list of requests")
+    first = requests[0]
+    shared = [f.name for f in attrs.fields(GenerationRequest) if f.name not in (*PER_VIDEO_FIELDS, "image")]
+    for index, request in enumerate(requests[1:], start=1):
+        differing = [name for name in shared if getattr(request, name) != getattr(first, name)]
+        if not _same_image(request.image, first.image):
+            differing.append("image")
+        if differing:
+            raise InvalidRequestError(
+                f"request {index} of the batch differs from request 0 in {', '.join(differing)}; "
+                f"the videos of one batch may differ only in {', '.join(PER_VIDEO_FIELDS)}"
+            )
+    return first
+
+
+def _same_image(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))

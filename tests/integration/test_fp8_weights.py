@@ -1,0 +1,24 @@
+"""fp8 (e4m3) weight storage with bf16 compute runs end to end and stays close to fp32."""
+
+import numpy as np
+
+from wanjax.application.container import build_container
+from wanjax.application.presets import resolve_config
+
+
+def _final_latents(checkpoint, dtype: str, weights_dtype: str) -> np.ndarray:
+    config = resolve_config(
+        str(checkpoint), {"dtype": dtype, "weights_dtype": weights_dtype, "max_sequence_length": "8"}
+    )
+    request = config.request("a fox", height=32, width=48, num_frames=5, num_inference_steps=4)
+    return build_container(config).service().generate(request, output_type="latent").array
+
+
+def test_fp8_weights_track_float32(tiny_checkpoint):
+    reference = _final_latents(tiny_checkpoint, "float32", "auto")
+    bf16 = _final_latents(tiny_checkpoint, "bfloat16", "auto")
+    fp8 = _final_latents(tiny_checkpoint, "bfloat16", "float8_e4m3fn")
+    scale = np.max(np.abs(reference))
+    # e4m3 keeps 3 mantissa bits (~6% per weight); 4 steps of the tiny model measured 1.4e-2 (bf16: 1.0e-2).
+    assert not np.array_equal(fp8, bf16)  # the fp8 kernels were what ran
+    assert np.max(np.abs(fp8 - reference)) / scale <= 5e-2

@@ -1,0 +1,37 @@
+"""LoRA specs as users write them (`PATH[:SCALE]`, config keys) and which expert gets which."""
+
+import pytest
+
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import ConfigError
+from wanjax.domain.lora import LoraSpec, loras_per_expert
+
+
+def test_config_keys_take_lists_or_comma_separated_text():
+    config = GenerationConfig().with_overrides({"loras": "a.safetensors:0.5,b.safetensors"})
+    assert config.loras == ("a.safetensors:0.5", "b.safetensors")
+    assert GenerationConfig.from_mapping({"loras_low": ["c.safetensors"]}).loras_low == ("c.safetensors",)
+
+
+@pytest.mark.parametrize(
+    "text, spec",
+    [("a.safetensors", LoraSpec("a.safetensors")), ("a.safetensors:0.5", LoraSpec("a.safetensors", 0.5)),
+     ("/x/y:z/b.safetensors:-1", LoraSpec("/x/y:z/b.safetensors", -1.0)),
+     ("C:\\loras\\a.safetensors", LoraSpec("C:\\loras\\a.safetensors"))],
+)  # fmt: skip
+def test_lora_spec_parsing(text, spec):
+    assert LoraSpec.parse(text) == spec
+
+
+@pytest.mark.parametrize("text", ["a.safetensors:x", "a.bin", "a.safetensors:nan"])
+def test_bad_lora_specs_are_refused(text):
+    with pytest.raises(ConfigError, match="loras: LoRA"):
+        GenerationConfig(loras=(text,))
+
+
+def test_low_noise_loras_need_two_experts():
+    assert loras_per_expert(2, ["a.safetensors"], ["b.safetensors:2"]) == (
+        (LoraSpec("a.safetensors"),), (LoraSpec("b.safetensors", 2.0),)
+    )
+    with pytest.raises(ConfigError, match="this model has one transformer"):
+        loras_per_expert(1, [], ["b.safetensors"])
