@@ -53,34 +53,10 @@ def write_lora(
 
 
 def load_in_diffusers(pipe, component: str, loras: list[tuple[Path, float]]) -> None:
-    """The reference: `loras` (path, scale) in diffusers' `pipe.<component>`.
-
-    With peft: `pipe.load_lora_weights` (`load_into_transformer_2=True` for `transformer_2`)
-    and `set_adapters` scales. Without peft (diffusers cannot run adapters then): diffusers'
-    own reading of each file (`lora_state_dict`: key conversion, alphas folded into the
-    factors) merged as W += scale * lora_B @ lora_A and b += scale * lora_B.bias, the
-    arithmetic PEFT runs.
-    """
-    import importlib.util
-
-    import torch
-    from diffusers.loaders.lora_pipeline import WanLoraLoaderMixin
-
+    """The reference: `loras` (path, scale) loaded by diffusers' own `pipe.load_lora_weights`
+    (`load_into_transformer_2=True` for `transformer_2`) with `set_adapters` scales (peft runs them)."""
     model = getattr(pipe, component)
-    if importlib.util.find_spec("peft") is not None:
-        names = [f"{component}_{i}" for i in range(len(loras))]
-        for name, (path, _) in zip(names, loras):
-            pipe.load_lora_weights(str(path), adapter_name=name, load_into_transformer_2=component == "transformer_2")
-        model.set_adapters(names, [scale for _, scale in loras])
-        return
-    params = dict(model.named_parameters())
-    with torch.no_grad():
-        for path, scale in loras:
-            read = WanLoraLoaderMixin.lora_state_dict(str(path))
-            state = {key.removeprefix("transformer."): value for key, value in read.items()}
-            for key, up in state.items():
-                module = key.rsplit(".lora_B.", 1)[0]
-                if key.endswith(".lora_B.weight"):
-                    params[f"{module}.weight"] += scale * (up @ state[f"{module}.lora_A.weight"])
-                elif key.endswith(".lora_B.bias"):
-                    params[f"{module}.bias"] += scale * up
+    names = [f"{component}_{i}" for i in range(len(loras))]
+    for name, (path, _) in zip(names, loras):
+        pipe.load_lora_weights(str(path), adapter_name=name, load_into_transformer_2=component == "transformer_2")
+    model.set_adapters(names, [scale for _, scale in loras])

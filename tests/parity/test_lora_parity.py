@@ -1,8 +1,7 @@
 """LoRA-merged transformers against diffusers (the reference), one random LoRA file per key style.
 
 The reference is diffusers' `pipe.load_lora_weights(...)` (`load_into_transformer_2=True`
-for Wan 2.2's low-noise expert) with `set_adapters` scales when peft is installed, else
-diffusers' own reading of the file merged with PEFT's arithmetic (`lora_files.load_in_diffusers`).
+for Wan 2.2's low-noise expert) with `set_adapters` scales, run by peft.
 
 Tolerance as the plain transformer parity: max|ours - ref| <= 1e-5 * max|ref|, fp32 both
 sides. Every LoRA moves the output by far more than that (checked, so no test is vacuous).
