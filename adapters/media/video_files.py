@@ -7,13 +7,15 @@ from pathlib import Path
 import numpy as np
 
 from wanjax.adapters.media.atomic import atomic_path
+from wanjax.adapters.media.yuv import rgb_to_yuv420p
 
 
 class Mp4Sink:
     """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even).
 
-    x264 runs on one thread: its output depends on its thread count, and the same frames
-    must give the same file on every machine.
+    The same frames must give the same file on every machine and every run: colours are
+    converted here (`rgb_to_yuv420p`) rather than by FFmpeg's threaded converter, and
+    x264 runs on one thread, since its output depends on its thread count.
     """
 
     def __init__(self, crf: int = 18) -> None:
@@ -30,7 +32,8 @@ class Mp4Sink:
                 stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
                 stream.options = {"crf": str(self.crf), "threads": "1"}
                 for frame in frames:
-                    container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+                    planes = rgb_to_yuv420p(frame)
+                    container.mux(stream.encode(av.VideoFrame.from_ndarray(planes, format="yuv420p")))
                 container.mux(stream.encode())
 
 
