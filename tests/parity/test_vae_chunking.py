@@ -7,7 +7,6 @@ Layouts: torch [B, C, F, H, W], ours [B, F, H, W, C].
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import attrs
 import jax
@@ -15,14 +14,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import torch
-from diffusers import AutoencoderKLWan
 from flax import nnx
-from safetensors.numpy import load_file
+
+from vae_models import VaeModels, to_ours, to_torch_layout
 
 from wanjax.adapters.jax.vae.model import WanVAE
-from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
-from wanjax.adapters.jax.vae.weights import load_vae
-from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD, VaeSpec
+from wanjax.adapters.jax.vae.runtime import VaeTiling
+from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
 
 # Scan vs unrolled: the same ops on the same data, regrouped over time; XLA may fuse
 # differently, so float32 results may differ in the last bits (measured: <= 2.4e-6).
@@ -51,26 +49,8 @@ def square_tiles(tile: int, stride: int) -> VaeTiling:
 TILES = {8: square_tiles(32, 24), 16: square_tiles(64, 48)}
 
 
-def to_ours(x: torch.Tensor) -> jax.Array:
-    return jnp.asarray(x.numpy().transpose(0, 2, 3, 4, 1))  # [B, C, F, H, W] -> [B, F, H, W, C]
-
-
-def to_torch_layout(x: jax.Array) -> np.ndarray:
-    return np.asarray(x).transpose(0, 4, 1, 2, 3)  # [B, F, H, W, C] -> [B, C, F, H, W]
-
-
-class Models:
-    """diffusers' model and ours from its saved tensors, under any runtime."""
-
-    def __init__(self, folder: Path, config: dict) -> None:
-        torch.manual_seed(0)
-        AutoencoderKLWan(**config).save_pretrained(folder)
-        self.ref = AutoencoderKLWan.from_pretrained(folder).eval()
-        self.spec = VaeSpec.from_diffusers_config(dict(self.ref.config))
-        self.tensors = load_file(folder / "diffusion_pytorch_model.safetensors")
-
-    def ours(self, **runtime: object) -> WanVAE:
-        return load_vae(self.spec, VaeRuntime(**runtime), self.tensors)
+class Models(VaeModels):
+    """The VAE pair with seeded inputs of any size."""
 
     def latents(self, frames: int, height: int = 4, width: int = 6) -> torch.Tensor:
         return torch.randn(1, self.spec.z_dim, frames, height, width, generator=torch.Generator().manual_seed(frames))
@@ -91,8 +71,8 @@ encode = nnx.jit(WanVAE.encode)
 @pytest.mark.parametrize(("latent_frames", "chunk"), [(1, 1), (2, 3), (4, 1), (4, 3), (7, 2), (7, 4)])
 def test_scanned_decode_equals_unrolled_and_diffusers(models: Models, latent_frames: int, chunk: int) -> None:
     z = models.latents(latent_frames)
-    unrolled = np.asarray(decode(models.ours(), to_ours(z)))
-    scanned = np.asarray(decode(models.ours(decode_chunk=chunk), to_ours(z)))
+    unrolled = np.asarray(decode(models.load(), to_ours(z)))
+    scanned = np.asarray(decode(models.load(decode_chunk=chunk), to_ours(z)))
     assert scanned.shape == unrolled.shape and scanned.shape[1] == 1 + 4 * (latent_frames - 1)
     np.testing.assert_allclose(scanned, unrolled, rtol=0, atol=SCAN_ATOL)
     with torch.no_grad():
@@ -104,8 +84,8 @@ def test_scanned_decode_equals_unrolled_and_diffusers(models: Models, latent_fra
 def test_scanned_encode_equals_unrolled_and_diffusers(models: Models, frames: int, chunk: int) -> None:
     space = models.spec.spatial_compression
     video = models.video(frames, 2 * space, 3 * space)
-    unrolled = np.asarray(encode(models.ours(), to_ours(video)))
-    scanned = np.asarray(encode(models.ours(encode_chunk=chunk), to_ours(video)))
+    unrolled = np.asarray(encode(models.load(), to_ours(video)))
+    scanned = np.asarray(encode(models.load(encode_chunk=chunk), to_ours(video)))
     scale = np.abs(unrolled).max()
     np.testing.assert_allclose(scanned, unrolled, rtol=0, atol=SCAN_ATOL * scale)
     with torch.no_grad():
@@ -120,7 +100,7 @@ def test_scanned_program_size_does_not_grow_with_frames(models: Models) -> None:
         latents = jax.ShapeDtypeStruct((1, frames, 4, 6, models.spec.z_dim), jnp.float32)
         return len(jax.make_jaxpr(lambda z: vae.decode(z))(latents).eqns)
 
-    scanned, unrolled = models.ours(decode_chunk=2), models.ours()
+    scanned, unrolled = models.load(decode_chunk=2), models.load()
     assert size(scanned, 3) == size(scanned, 21)
     assert size(unrolled, 21) > size(unrolled, 3)
 
@@ -129,7 +109,7 @@ def test_scanned_program_size_does_not_grow_with_frames(models: Models) -> None:
 def test_tiled_decode_equals_diffusers_tiled_decode(models: Models, chunk: int | None) -> None:
     tiling = TILES[models.spec.spatial_compression]
     z = models.latents(2, 7, 9)
-    tiled = np.asarray(decode(models.ours(tiling=tiling, decode_chunk=chunk), to_ours(z)))
+    tiled = np.asarray(decode(models.load(tiling=tiling, decode_chunk=chunk), to_ours(z)))
     models.ref.enable_tiling(**attrs.asdict(tiling))
     try:
         with torch.no_grad():
@@ -145,7 +125,7 @@ def test_tiled_encode_equals_diffusers_tiled_encode(models: Models) -> None:
     # 7 x 9 encoder tiles' worth of positions either way.
     patched = tiling.tile_sample_min_height // 4
     video = models.video(5, 7 * patched * models.spec.patch, 9 * patched * models.spec.patch)
-    tiled = np.asarray(encode(models.ours(tiling=tiling, encode_chunk=4), to_ours(video)))
+    tiled = np.asarray(encode(models.load(tiling=tiling, encode_chunk=4), to_ours(video)))
     models.ref.enable_tiling(**attrs.asdict(tiling))
     try:
         with torch.no_grad():

@@ -19,11 +19,12 @@ import torch
 from diffusers import AutoencoderKLWan
 from diffusers.video_processor import VideoProcessor
 from flax import nnx
-from safetensors.numpy import load_file
 
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.adapters.jax.vae.weights import export_vae_weights, load_vae
+from vae_models import VaeModels, to_ours, to_torch_layout
+
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import VaeSpec
 
@@ -47,24 +48,12 @@ VARIANT = dict(
 )
 
 
-def to_ours(x: torch.Tensor) -> jax.Array:
-    return jnp.asarray(x.numpy().transpose(0, 2, 3, 4, 1))  # [B, C, F, H, W] -> [B, F, H, W, C]
-
-
-def to_torch_layout(x: jax.Array) -> np.ndarray:
-    return np.asarray(x).transpose(0, 4, 1, 2, 3)  # [B, F, H, W, C] -> [B, C, F, H, W]
-
-
-class Pair:
-    """The reference model, its on-disk tensors and ours loaded from them, with jitted calls."""
+class Pair(VaeModels):
+    """The reference, ours loaded from its tensors, and jitted calls."""
 
     def __init__(self, folder: Path, config: dict) -> None:
-        torch.manual_seed(0)
-        AutoencoderKLWan(**config).save_pretrained(folder)
-        self.ref = AutoencoderKLWan.from_pretrained(folder).eval()
-        self.spec = VaeSpec.from_diffusers_config(dict(self.ref.config))
-        self.tensors = load_file(folder / "diffusion_pytorch_model.safetensors")
-        self.ours = load_vae(self.spec, VaeRuntime(), self.tensors)
+        super().__init__(folder, config)
+        self.ours = self.load()
         self.encode: Callable[[WanVAE, jax.Array], jax.Array] = nnx.jit(WanVAE.encode)
         self.decode: Callable[[WanVAE, jax.Array], jax.Array] = nnx.jit(WanVAE.decode)
 
