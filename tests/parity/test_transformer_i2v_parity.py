@@ -13,7 +13,6 @@ Tolerance as in test_transformer_parity.py: max|ours - ref| <= 1e-5 * max|ref|, 
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 
 import attrs
@@ -23,10 +22,10 @@ import pytest
 import torch
 from diffusers import WanTransformer3DModel
 from flax import nnx
-from safetensors.numpy import load_file
+
+from transformer_models import SavedReference, assert_close, runtime
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import TransformerSpec
@@ -62,14 +61,9 @@ class Case:
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
     config, (frames, height, width) = CONFIGS[request.param]
-    torch.manual_seed(0)
-    reference_model = WanTransformer3DModel(**config).eval()
-    with torch.no_grad():  # norms start at 1 / 0 and pos_embed at 0: perturb so swaps show
-        for param in reference_model.parameters():
-            param.add_(0.1 * torch.randn_like(param))
     folder = tmp_path_factory.mktemp(request.param)
-    reference_model.save_pretrained(folder)
-    spec = TransformerSpec.from_diffusers_config(json.loads((folder / "config.json").read_text()))
+    saved = SavedReference(config, folder)
+    spec = saved.spec
 
     rng = np.random.default_rng(0)
     batch, per_sample = 2, 2 if spec.pos_embed_seq_len else 1
@@ -77,28 +71,16 @@ def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactor
     timestep = np.array([999.0, 500.5], np.float32)
     context = rng.standard_normal((batch, TEXT_TOKENS, spec.text_dim), dtype=np.float32)
     frame_tokens = rng.standard_normal((batch * per_sample, IMAGE_TOKENS, spec.image_dim), dtype=np.float32)
-    with torch.no_grad():
-        (reference,) = reference_model(
-            torch.from_numpy(latents.transpose(0, 4, 1, 2, 3).copy()),  # diffusers: [B, C, F, H, W]
-            torch.from_numpy(timestep),
-            torch.from_numpy(context),
-            encoder_hidden_states_image=torch.from_numpy(frame_tokens),
-            return_dict=False,
-        )
     return Case(
         folder=folder,
         spec=spec,
-        tensors=load_file(folder / "diffusion_pytorch_model.safetensors"),
+        tensors=saved.tensors,
         latents=latents,
         timestep=timestep,
         context=context,
         image_context=frame_tokens.reshape(batch, per_sample * IMAGE_TOKENS, spec.image_dim),
-        reference=reference.numpy().transpose(0, 2, 3, 4, 1),
+        reference=saved.forward(latents, timestep, context, encoder_hidden_states_image=frame_tokens),
     )
-
-
-def runtime(scan_layers: bool, dtype=jnp.float32) -> TransformerRuntime:
-    return TransformerRuntime(dtype=dtype, param_dtype=dtype, scan_layers=scan_layers)
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
@@ -107,10 +89,7 @@ def test_matches_diffusers(case: Case, scan_layers: bool) -> None:
     forward = nnx.jit(lambda m, x, t, ctx, img: m(x, t, ctx, image_context=img))
     out = np.asarray(forward(model, case.latents, case.timestep, case.context, case.image_context))
 
-    assert out.shape == case.reference.shape and out.dtype == np.float32
-    scale = np.abs(case.reference).max()
-    error = np.abs(out - case.reference).max()
-    assert error <= RELATIVE_TOLERANCE * scale, f"max abs error {error:.3g} vs max |ref| {scale:.3g}"
+    assert_close(out, case.reference, RELATIVE_TOLERANCE)
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])

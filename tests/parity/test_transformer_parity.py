@@ -13,19 +13,16 @@ above: exact instead of tanh GELU gives 6e-5, RoPE left off k gives 1e-1.
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from diffusers import WanTransformer3DModel
 from flax import nnx
-from safetensors.numpy import load_file
+
+from transformer_models import SavedReference, assert_close, runtime
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import TransformerSpec
@@ -70,55 +67,35 @@ class Case:
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
     config, (frames, height, width), tokens = CONFIGS[request.param]
-    torch.manual_seed(0)
-    reference_model = WanTransformer3DModel(**config).eval()
-    with torch.no_grad():  # norms start at exactly 1 / 0: perturb so swapped tensors show
-        for param in reference_model.parameters():
-            param.add_(0.1 * torch.randn_like(param))
-    folder = tmp_path_factory.mktemp(request.param)
-    reference_model.save_pretrained(folder)
-    spec = TransformerSpec.from_diffusers_config(json.loads((folder / "config.json").read_text()))
+    saved = SavedReference(config, tmp_path_factory.mktemp(request.param))
+    spec = saved.spec
 
     rng = np.random.default_rng(0)
     latents = rng.standard_normal((2, frames, height, width, spec.in_channels), dtype=np.float32)
     timestep = np.array([999.0, 500.5], np.float32)
     context = rng.standard_normal((2, tokens, spec.text_dim), dtype=np.float32)
-    with torch.no_grad():
-        (reference,) = reference_model(
-            torch.from_numpy(latents.transpose(0, 4, 1, 2, 3).copy()),  # diffusers: [B, C, F, H, W]
-            torch.from_numpy(timestep),
-            torch.from_numpy(context),
-            return_dict=False,
-        )
     return Case(
         spec=spec,
-        tensors=load_file(folder / "diffusion_pytorch_model.safetensors"),
+        tensors=saved.tensors,
         latents=latents,
         timestep=timestep,
         context=context,
-        reference=reference.numpy().transpose(0, 2, 3, 4, 1),
+        reference=saved.forward(latents, timestep, context),
     )
-
-
-def fp32_runtime(scan_layers: bool) -> TransformerRuntime:
-    return TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32, scan_layers=scan_layers)
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
 def test_matches_diffusers(case: Case, scan_layers: bool) -> None:
-    model = load_transformer(case.spec, fp32_runtime(scan_layers), case.tensors)
+    model = load_transformer(case.spec, runtime(scan_layers), case.tensors)
     forward = nnx.jit(lambda m, latents, t, ctx: m(latents, t, ctx))
     out = np.asarray(forward(model, case.latents, case.timestep, case.context))
 
-    assert out.shape == case.reference.shape and out.dtype == np.float32
-    scale = np.abs(case.reference).max()
-    error = np.abs(out - case.reference).max()
-    assert error <= RELATIVE_TOLERANCE * scale, f"max abs error {error:.3g} vs max |ref| {scale:.3g}"
+    assert_close(out, case.reference, RELATIVE_TOLERANCE)
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
 def test_export_inverts_load(case: Case, scan_layers: bool) -> None:
-    model = load_transformer(case.spec, fp32_runtime(scan_layers), case.tensors)
+    model = load_transformer(case.spec, runtime(scan_layers), case.tensors)
     exported = export_transformer_weights(model)
 
     assert set(exported) == set(case.tensors)
@@ -130,7 +107,7 @@ def test_export_inverts_load(case: Case, scan_layers: bool) -> None:
 def test_layouts_share_random_init() -> None:
     spec = TransformerSpec.from_diffusers_config(CONFIGS["d8-l2-f1"][0])
     scanned, looped = (
-        export_transformer_weights(WanTransformer(spec, fp32_runtime(scan), rngs=nnx.Rngs(0)))
+        export_transformer_weights(WanTransformer(spec, runtime(scan), rngs=nnx.Rngs(0)))
         for scan in (True, False)
     )
     assert scanned.keys() == looped.keys()
@@ -140,7 +117,7 @@ def test_layouts_share_random_init() -> None:
 
 def checkpoint_error(case: Case, tensors: dict[str, np.ndarray]) -> str:
     with pytest.raises(CheckpointError) as raised:
-        load_transformer(case.spec, fp32_runtime(True), tensors)
+        load_transformer(case.spec, runtime(True), tensors)
     return str(raised.value)
 
 

@@ -11,18 +11,15 @@ Tolerance as in test_transformer_parity.py: max|ours - ref| <= 1e-5 * max|ref|, 
 from __future__ import annotations
 
 import dataclasses
-import json
 
-import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 from diffusers import WanTransformer3DModel
 from flax import nnx
-from safetensors.numpy import load_file
+
+from transformer_models import SavedReference, assert_close, runtime
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import load_transformer
 from wanjax.domain.specs import TransformerSpec
 
@@ -60,55 +57,35 @@ def first_frame_clean(t: np.ndarray, grid: tuple[int, int, int]) -> np.ndarray:
 @pytest.fixture(scope="module", params=list(CONFIGS))
 def case(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Case:
     config, (frames, height, width) = CONFIGS[request.param]
-    torch.manual_seed(0)
-    reference_model = WanTransformer3DModel(**config).eval()
-    with torch.no_grad():  # norms start at exactly 1 / 0: perturb so swapped tensors show
-        for param in reference_model.parameters():
-            param.add_(0.1 * torch.randn_like(param))
-    folder = tmp_path_factory.mktemp(request.param)
-    reference_model.save_pretrained(folder)
-    spec = TransformerSpec.from_diffusers_config(json.loads((folder / "config.json").read_text()))
+    saved = SavedReference(config, tmp_path_factory.mktemp(request.param))
+    spec = saved.spec
 
     rng = np.random.default_rng(0)
     latents = rng.standard_normal((2, frames, height, width, spec.in_channels), dtype=np.float32)
     pt, ph, pw = spec.patch_size
     timestep = first_frame_clean(np.array([999.0, 500.5], np.float32), (frames // pt, height // ph, width // pw))
     context = rng.standard_normal((2, 7, spec.text_dim), dtype=np.float32)
-    with torch.no_grad():
-        (reference,) = reference_model(
-            torch.from_numpy(latents.transpose(0, 4, 1, 2, 3).copy()),  # diffusers: [B, C, F, H, W]
-            torch.from_numpy(timestep),
-            torch.from_numpy(context),
-            return_dict=False,
-        )
     return Case(
         spec=spec,
-        tensors=load_file(folder / "diffusion_pytorch_model.safetensors"),
+        tensors=saved.tensors,
         latents=latents,
         timestep=timestep,
         context=context,
-        reference=reference.numpy().transpose(0, 2, 3, 4, 1),
+        reference=saved.forward(latents, timestep, context),
     )
-
-
-def fp32_runtime(scan_layers: bool) -> TransformerRuntime:
-    return TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32, scan_layers=scan_layers)
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
 def test_per_token_timesteps_match_diffusers(case: Case, scan_layers: bool) -> None:
-    model = load_transformer(case.spec, fp32_runtime(scan_layers), case.tensors)
+    model = load_transformer(case.spec, runtime(scan_layers), case.tensors)
     out = np.asarray(nnx.jit(lambda m, x, t, ctx: m(x, t, ctx))(model, case.latents, case.timestep, case.context))
 
-    assert out.shape == case.reference.shape and out.dtype == np.float32
-    scale = np.abs(case.reference).max()
-    error = np.abs(out - case.reference).max()
-    assert error <= RELATIVE_TOLERANCE * scale, f"max abs error {error:.3g} vs max |ref| {scale:.3g}"
+    assert_close(out, case.reference, RELATIVE_TOLERANCE)
 
 
 @pytest.mark.parametrize("case", ["ti2v-f3"], indirect=True)
 def test_uniform_per_token_timesteps_equal_per_sample(case: Case) -> None:
-    model = load_transformer(case.spec, fp32_runtime(True), case.tensors)
+    model = load_transformer(case.spec, runtime(True), case.tensors)
     t = np.array([999.0, 500.5], np.float32)
     per_sample = np.asarray(model(case.latents, t, case.context))
     per_token = np.asarray(model(case.latents, np.repeat(t[:, None], case.timestep.shape[1], axis=1), case.context))
@@ -119,7 +96,7 @@ def test_uniform_per_token_timesteps_equal_per_sample(case: Case) -> None:
 @pytest.mark.parametrize("shape", [(2, 17), (1, 36), (2, 36, 1), ()])
 def test_bad_timestep_shape_is_rejected(shape: tuple[int, ...]) -> None:
     spec = TransformerSpec.from_diffusers_config(TI2V)
-    model = WanTransformer(spec, fp32_runtime(True), rngs=nnx.Rngs(0))
+    model = WanTransformer(spec, runtime(True), rngs=nnx.Rngs(0))
     latents = np.zeros((2, 3, 4, 6, spec.in_channels), np.float32)  # S = 3 * 2 * 3 = 18
     with pytest.raises(ValueError, match=r"timestep must be \[B=2\] or per token \[B=2, S=18\]"):
         model(latents, np.zeros(shape, np.float32), np.zeros((2, 7, spec.text_dim), np.float32))
