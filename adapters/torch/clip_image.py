@@ -19,11 +19,8 @@ import torch
 from PIL import Image
 from transformers import CLIPImageProcessor, CLIPVisionModel
 
-from wanjax.domain.errors import CheckpointError, ConfigError, InvalidRequestError
-
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-"""Weight and compute dtypes of the encoder (diffusers' Wan I2V example runs it in float32)."""
-
+from wanjax.adapters.torch.pretrained import load_pretrained, require_folders, torch_dtype
+from wanjax.domain.errors import InvalidRequestError
 
 class ClipImageEncoder:
     """Encodes a batch of RGB images in one forward pass -> [B, M, D] float32."""
@@ -45,26 +42,10 @@ class ClipImageEncoder:
 
         `dtype` is "float32" or "bfloat16"; `device` is a torch device name such as "cpu".
         """
-        if dtype not in TORCH_DTYPES:
-            raise ConfigError(
-                f"image encoder dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}"
-            )
-        _require_folder(Path(image_encoder_dir), "image encoder")
-        _require_folder(Path(image_processor_dir), "image processor")
-        try:
-            processor = CLIPImageProcessor.from_pretrained(image_processor_dir, local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise CheckpointError(
-                f"cannot load the CLIP image processor from {image_processor_dir}: {error}"
-            ) from error
-        try:
-            model = CLIPVisionModel.from_pretrained(
-                image_encoder_dir, dtype=TORCH_DTYPES[dtype], local_files_only=True
-            )
-        except (OSError, ValueError) as error:
-            raise CheckpointError(
-                f"cannot load the CLIP image encoder from {image_encoder_dir}: {error}"
-            ) from error
+        weights_dtype = torch_dtype(dtype, "image encoder")
+        require_folders({"CLIP image encoder": image_encoder_dir, "CLIP image processor": image_processor_dir})
+        processor = load_pretrained(CLIPImageProcessor.from_pretrained, image_processor_dir, "CLIP image processor")
+        model = load_pretrained(CLIPVisionModel.from_pretrained, image_encoder_dir, "CLIP image encoder", dtype=weights_dtype)
         return cls(processor, model.to(torch.device(device)))
 
     def encode(self, images: Sequence[np.ndarray]) -> np.ndarray:
@@ -86,12 +67,3 @@ def _checked_image(index: int, image: np.ndarray) -> np.ndarray:
         raise InvalidRequestError(f"images[{index}] must be an RGB [H, W, 3] uint8 array, got {described}")
     return image
 
-
-def _require_folder(folder: Path, what: str) -> None:
-    if not folder.is_dir():
-        raise CheckpointError(
-            f"{what} folder not found: {folder}. A diffusers-format Wan 2.1 image-to-video "
-            "checkpoint holds image_encoder/ and image_processor/ beside transformer/ and vae/; "
-            "point the model path at that checkpoint root (e.g. a download of "
-            "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers)."
-        )

@@ -17,11 +17,8 @@ import regex
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, UMT5EncoderModel
 
-from wanjax.domain.errors import CheckpointError, ConfigError, InvalidRequestError
-
-TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-"""Weight and compute dtypes the encoder runs in (float16 overflows in T5-family encoders)."""
-
+from wanjax.adapters.torch.pretrained import load_pretrained, require_folders, torch_dtype
+from wanjax.domain.errors import InvalidRequestError
 
 def clean_prompt(text: str) -> str:
     """diffusers' Wan `prompt_clean`: ftfy repair when ftfy is installed (as diffusers does),
@@ -66,24 +63,10 @@ class Umt5TextEncoder:
         `dtype` is "float32" or "bfloat16"; `device` is a torch device name such as "cpu";
         `compile` (config `compile_text_encoder`) wraps the forward pass in torch.compile.
         """
-        if dtype not in TORCH_DTYPES:
-            raise ConfigError(
-                f"text encoder dtype {dtype!r} is not supported; use one of {sorted(TORCH_DTYPES)}"
-            )
-        _require_folder(Path(text_encoder_dir), "text encoder")
-        _require_folder(Path(tokenizer_dir), "tokenizer")
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir, local_files_only=True)
-        except (OSError, ValueError) as error:
-            raise CheckpointError(f"cannot load the tokenizer from {tokenizer_dir}: {error}") from error
-        try:
-            model = UMT5EncoderModel.from_pretrained(
-                text_encoder_dir, dtype=TORCH_DTYPES[dtype], local_files_only=True
-            )
-        except (OSError, ValueError) as error:
-            raise CheckpointError(
-                f"cannot load the UMT5 text encoder from {text_encoder_dir}: {error}"
-            ) from error
+        weights_dtype = torch_dtype(dtype, "text encoder")
+        require_folders({"UMT5 text encoder": text_encoder_dir, "tokenizer": tokenizer_dir})
+        tokenizer = load_pretrained(AutoTokenizer.from_pretrained, tokenizer_dir, "tokenizer")
+        model = load_pretrained(UMT5EncoderModel.from_pretrained, text_encoder_dir, "UMT5 text encoder", dtype=weights_dtype)
         return cls(tokenizer, model.to(torch.device(device)), compile=compile)
 
     def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray:
@@ -112,11 +95,3 @@ class Umt5TextEncoder:
             hidden = hidden.masked_fill(~keep[:, :, None].to(device), 0)
             return hidden.float().cpu().numpy()
 
-
-def _require_folder(folder: Path, what: str) -> None:
-    if not folder.is_dir():
-        raise CheckpointError(
-            f"{what} folder not found: {folder}. A diffusers-format Wan checkpoint holds "
-            f"text_encoder/ and tokenizer/ beside transformer/ and vae/; point the model path "
-            f"at that checkpoint root (e.g. a download of Wan-AI/Wan2.1-T2V-1.3B-Diffusers)."
-        )
