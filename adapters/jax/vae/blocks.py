@@ -128,3 +128,9 @@ class Downsample(nnx.Module):
         if cache is not None:
             x = self.time_conv(jnp.concatenate([cache.astype(x.dtype), x], axis=1))
         return x, last
+
+
+def residual_chain(in_dim: int, out_dim: int, count: int, runtime: VaeRuntime, *, rngs: nnx.Rngs) -> nnx.List:
+    """`count` residual blocks: the first maps in_dim -> out_dim, the rest keep out_dim."""
+    dims = [in_dim] + [out_dim] * count
+    return nnx.List([ResidualBlock(i, o, runtime, rngs=rngs) for i, o in zip(dims[:-1], dims[1:])])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 from flax import nnx
 
-from wanjax.adapters.jax.vae.blocks import Cache, MidBlock, ResidualBlock, Upsample, run_blocks
+from wanjax.adapters.jax.vae.blocks import Cache, MidBlock, Upsample, residual_chain, run_blocks
 from wanjax.adapters.jax.vae.layers import CausalConv3d, RMSNorm
 from wanjax.adapters.jax.vae.residual import ResidualUpBlock
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
@@ -25,10 +25,7 @@ class UpBlock(nnx.Module):
         upsample: str | None,
         rngs: nnx.Rngs,
     ) -> None:
-        dims = [in_dim] + [out_dim] * (num_res_blocks + 1)
-        self.resnets = nnx.List(
-            [ResidualBlock(i, o, runtime, rngs=rngs) for i, o in zip(dims[:-1], dims[1:])]
-        )
+        self.resnets = residual_chain(in_dim, out_dim, num_res_blocks + 1, runtime, rngs=rngs)
         # The upsample halves the channel count; the next level's input is out_dim // 2.
         self.upsamplers = (
             nnx.List([Upsample(out_dim, out_dim // 2, runtime, temporal=upsample == "3d", rngs=rngs)])

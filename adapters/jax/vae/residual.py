@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 from flax import nnx
 
-from wanjax.adapters.jax.vae.blocks import Cache, Downsample, ResidualBlock, Upsample, run_blocks
+from wanjax.adapters.jax.vae.blocks import Cache, Downsample, Upsample, residual_chain, run_blocks
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.adapters.jax.vae.shuffles import avg_down, dup_up
 from wanjax.domain.errors import UnsupportedModelError
@@ -47,8 +47,7 @@ class ResidualDownBlock(nnx.Module):
         self.factor_t = 2 if temporal else 1
         self.factor_s = 2 if down else 1
         _check_fold("down", in_dim, out_dim, self.factor_t * self.factor_s**2)
-        dims = [in_dim] + [out_dim] * num_res_blocks
-        self.resnets = nnx.List([ResidualBlock(i, o, runtime, rngs=rngs) for i, o in zip(dims[:-1], dims[1:])])
+        self.resnets = residual_chain(in_dim, out_dim, num_res_blocks, runtime, rngs=rngs)
         self.downsampler = Downsample(out_dim, runtime, temporal=temporal, rngs=rngs) if down else None
 
     def __call__(self, x: jax.Array, cache: Cache) -> tuple[jax.Array, Cache]:
@@ -84,8 +83,7 @@ class ResidualUpBlock(nnx.Module):
         self.factor_t = 2 if temporal else 1
         if up:
             _check_fold("up", out_dim, in_dim, self.factor_t * 4)
-        dims = [in_dim] + [out_dim] * (num_res_blocks + 1)
-        self.resnets = nnx.List([ResidualBlock(i, o, runtime, rngs=rngs) for i, o in zip(dims[:-1], dims[1:])])
+        self.resnets = residual_chain(in_dim, out_dim, num_res_blocks + 1, runtime, rngs=rngs)
         self.upsampler = Upsample(out_dim, out_dim, runtime, temporal=temporal, rngs=rngs) if up else None
 
     def __call__(self, x: jax.Array, cache: Cache) -> tuple[jax.Array, Cache]:
