@@ -12,6 +12,7 @@ import torch
 
 from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
 from wanjax.adapters.torch.demo_umt5 import write_demo_text_encoder
+from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
 
 TEXT_DIM = 32
 TINY_TRANSFORMER = dict(
@@ -20,6 +21,14 @@ TINY_TRANSFORMER = dict(
     qk_norm="rms_norm_across_heads", rope_max_seq_len=32,
 )  # fmt: skip
 TINY_VAE = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=1, temperal_downsample=[False, True, True])
+# The Wan 2.2 VAE layout (residual blocks, 2x2 patchify, a wider decoder, z_dim 48 with the
+# released statistics), shrunk in width and depth.
+TINY_VAE22 = dict(
+    base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
+    temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12,
+    out_channels=12, scale_factor_spatial=16, scale_factor_temporal=4,
+    latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
+)  # fmt: skip
 FLOW_SHIFT = 3.0
 IMAGE_DIM = 32  # the demo CLIP's hidden size
 
@@ -94,18 +103,11 @@ def tiny_wan_ti2v_pipeline(seed: int = 0):
     residual blocks) and per-token timesteps (`expand_timesteps`)."""
     from diffusers import AutoencoderKLWan, WanPipeline, WanTransformer3DModel
 
-    from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
-
     text = tiny_wan_pipeline(seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 2)
         transformer = WanTransformer3DModel(**dict(TINY_TRANSFORMER, in_channels=48, out_channels=48))
-        vae = AutoencoderKLWan(
-            base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
-            temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12,
-            out_channels=12, scale_factor_spatial=16, scale_factor_temporal=4,
-            latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
-        )  # fmt: skip
+        vae = AutoencoderKLWan(**TINY_VAE22)
     pipe = WanPipeline(
         tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=vae, scheduler=text.scheduler,
         transformer=transformer, expand_timesteps=True,

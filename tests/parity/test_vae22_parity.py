@@ -21,6 +21,7 @@ from flax import nnx
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.adapters.jax.vae.weights import export_vae_weights, load_vae
+from tiny_wan import TINY_VAE22
 from vae_models import VaeModels, to_ours, to_torch_layout
 
 from wanjax.domain.errors import CheckpointError
@@ -29,14 +30,7 @@ from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD, VaeSpec
 DECODE_ATOL = 1e-4
 ENCODE_RTOL = 1e-4
 
-# The Wan 2.2 layout (residual blocks, 2x2 patchify, a wider decoder, z_dim 48 with the
-# released statistics), shrunk in width and depth.
-WAN22_TINY = dict(
-    base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
-    temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12,
-    out_channels=12, scale_factor_spatial=16, scale_factor_temporal=4,
-    latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
-)  # fmt: skip
+WAN22_TINY = TINY_VAE22
 
 
 class Pair(VaeModels):
