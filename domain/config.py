@@ -13,7 +13,10 @@ from typing import Any
 
 import attrs
 
-from wanjax.domain.errors import ConfigError
+from wanjax.domain.caching.published import PUBLISHED
+from wanjax.domain.caching.settings import CONFIG_KEYS as CACHE_KEYS
+from wanjax.domain.caching.settings import POLICIES, CacheSettings, resolve_cache_settings
+from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import parse_lora_specs
 from wanjax.domain.requests import SOLVERS, GenerationRequest
 
@@ -41,6 +44,9 @@ def _lora_specs(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> N
         parse_lora_specs(value)
     except ConfigError as err:
         raise ConfigError(f"{attribute.name}: {err}") from None
+
+
+_CACHE = CacheSettings()  # the published defaults of the cache keys
 
 
 @attrs.frozen(kw_only=True)
@@ -87,6 +93,35 @@ class GenerationConfig:
     """Tile edge in output pixels (diffusers' tile_sample_min_height/width)."""
     vae_tile_stride: int = attrs.field(default=192, validator=_positive)
     """Tile stride in output pixels; tiles overlap by size - stride, blended linearly."""
+    # cache policies (docs/caching.md); ranges and conflicts are checked by CacheSettings
+    cache_policy: str = attrs.field(default="none", validator=_one_of(POLICIES))
+    """The step cache: none, magcache, teacache, cfg_cache or sencache (one at a time)."""
+    cache_model: str = attrs.field(default="none", validator=_one_of(("none", *PUBLISHED)))
+    """Whose published calibration (MagCache curve, TeaCache polynomial) fills mag_ratios,
+    mag_ratios_split and teacache_coefficients when they are unset."""
+    magcache_thresh: float = _CACHE.magcache_thresh
+    magcache_K: int = _CACHE.magcache_K
+    retention_ratio: float = _CACHE.retention_ratio
+    mag_ratios: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
+    """MagCache's calibrated curve, cond/uncond interleaved (maxdiffusion: mag_ratios_base)."""
+    mag_ratios_split: int | None = attrs.field(default=None, metadata={"parse": int})
+    magcache_calibration: bool = _CACHE.magcache_calibration
+    """Run dense and record the MagCache curve of this model, dtype and step count."""
+    teacache_thresh: float = _CACHE.teacache_thresh
+    teacache_use_ret_steps: bool = _CACHE.teacache_use_ret_steps
+    teacache_coefficients: tuple[float, ...] | None = attrs.field(
+        default=None, metadata={"parse": tuple, "item": float}
+    )
+    cfg_cache_interval: int = _CACHE.cfg_cache_interval
+    cfg_cache_start_ratio: float = _CACHE.cfg_cache_start_ratio
+    cfg_cache_end_ratio: float = _CACHE.cfg_cache_end_ratio
+    cfg_cache_alpha: float = _CACHE.cfg_cache_alpha
+    sencache_thresh: float = _CACHE.sencache_thresh
+    sencache_alpha_x: float = _CACHE.sencache_alpha_x
+    sencache_alpha_t: float = _CACHE.sencache_alpha_t
+    sencache_K: int = _CACHE.sencache_K
+    sencache_start_ratio: float = _CACHE.sencache_start_ratio
+    sencache_end_ratio: float = _CACHE.sencache_end_ratio
     # start-up (docs/performance.md, "Start-up")
     weights_dtype: str = attrs.field(default="auto", validator=_one_of(WEIGHTS_DTYPES))
     """Storage of the transformer weights: auto (= dtype), float32, bfloat16, or float8_e4m3fn
@@ -121,6 +156,16 @@ class GenerationConfig:
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_positive)
 
+    def __attrs_post_init__(self) -> None:
+        try:
+            self.cache_settings()
+        except InvalidRequestError as err:
+            raise ConfigError(str(err)) from None
+
+    def cache_settings(self) -> CacheSettings:
+        """The cache keys as the request's CacheSettings, `cache_model`'s calibration filled in."""
+        return resolve_cache_settings({key: getattr(self, key) for key in CACHE_KEYS})
+
     @classmethod
     def keys(cls) -> tuple[str, ...]:
         return tuple(f.name for f in attrs.fields(cls))
@@ -138,6 +183,7 @@ class GenerationConfig:
         """A request with this config's sampling defaults, overridden where given (None = default)."""
         names = {f.name for f in attrs.fields(GenerationRequest)}
         values = {name: getattr(self, name) for name in names & set(self.keys())}
+        values["cache"] = self.cache_settings()
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - names
         if unknown:
@@ -146,7 +192,18 @@ class GenerationConfig:
 
 
 # Other names users of maxdiffusion and diffusers know for the same keys.
-ALIASES = {"guidance_scale_high": "guidance_scale", "guidance_scale_2": "guidance_scale_low"}
+ALIASES = {
+    "guidance_scale_high": "guidance_scale",
+    "guidance_scale_2": "guidance_scale_low",
+    "mag_ratios_base": "mag_ratios",
+}
+# maxdiffusion's on/off switches, each replaced here by one value of `cache_policy`.
+CACHE_SWITCHES = {
+    "use_magcache": "magcache",
+    "use_teacache": "teacache",
+    "use_cfg_cache": "cfg_cache",
+    "use_sen_cache": "sencache",
+}
 
 
 def _typed(values: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -164,6 +221,11 @@ def _check_known(key: str, source: str) -> None:
     known = GenerationConfig.keys()
     if key in known:
         return
+    if key in CACHE_SWITCHES:
+        raise ConfigError(
+            f"{source}: {key!r} is maxdiffusion's switch; here one key chooses the step cache: "
+            f"cache_policy={CACHE_SWITCHES[key]} (docs/caching.md)"
+        )
     close = difflib.get_close_matches(key, (*known, *ALIASES), n=1)
     hint = f" Did you mean {close[0]!r}?" if close else ""
     raise ConfigError(f"{source}: unknown config key {key!r}.{hint} Known keys: {', '.join(known)}")

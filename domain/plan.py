@@ -5,6 +5,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from wanjax.domain.caching import CachePlan, plan_cache
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, euler_table, few_step_euler_table, unipc_table
@@ -14,7 +15,8 @@ HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `tra
 
 @attrs.frozen(eq=False)
 class SamplingPlan:
-    """Per step i of S: the solver row, the model's timestep, the expert and its guidance scale.
+    """Per step i of S: the solver row, the model's timestep, the expert and its guidance scale,
+    and the cache action (`cache`, docs/caching.md; dense unless the request asks for a policy).
 
     `uses_guidance` decides whether the unconditional pass runs at all (a static choice
     for the device loop); the per-step scales and experts are plain values, so changing
@@ -25,6 +27,7 @@ class SamplingPlan:
     guidance_scales: np.ndarray  # [S] float32
     experts: np.ndarray  # [S] int32: HIGH_NOISE or LOW_NOISE
     uses_guidance: bool
+    cache: CachePlan = attrs.field(default=attrs.Factory(lambda plan: CachePlan.dense(plan.num_steps), takes_self=True))
 
     @property
     def num_steps(self) -> int:
@@ -89,4 +92,10 @@ def plan_sampling(
         experts = expert_per_step(solver.timesteps, boundary)
     low = request.guidance_scale if request.guidance_scale_low is None else request.guidance_scale_low
     scales = np.where(experts == HIGH_NOISE, request.guidance_scale, low).astype(np.float32)
-    return SamplingPlan(solver=solver, guidance_scales=scales, experts=experts, uses_guidance=request.uses_guidance)
+    return SamplingPlan(
+        solver=solver,
+        guidance_scales=scales,
+        experts=experts,
+        uses_guidance=request.uses_guidance,
+        cache=plan_cache(request.cache, experts, scales, uses_guidance=request.uses_guidance),
+    )

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling.few_step import checked_timesteps
 
@@ -132,6 +133,8 @@ class GenerationRequest:
     seed: int = attrs.field(default=0, validator=_seed)
     image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
+    cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
+    """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 
     @property
     def uses_guidance(self) -> bool:

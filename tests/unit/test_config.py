@@ -64,3 +64,35 @@ def test_aliases_from_diffusers_and_maxdiffusion_names():
 def test_optional_keys_accept_none():
     config = GenerationConfig(boundary_ratio=0.9).with_overrides({"boundary_ratio": "none"})
     assert config.boundary_ratio is None
+
+
+def test_cache_keys_parse_and_reach_the_request():
+    config = GenerationConfig().with_overrides(
+        {"cache_policy": "magcache", "mag_ratios_base": "1, 1, 0.99, 0.98", "magcache_K": "3"}
+    )
+    cache = config.request("a prompt").cache
+    assert (cache.policy, cache.mag_ratios, cache.magcache_K) == ("magcache", (1.0, 1.0, 0.99, 0.98), 3)
+
+
+def test_maxdiffusion_cache_switches_point_to_cache_policy():
+    with pytest.raises(ConfigError, match="use_sen_cache.*cache_policy=sencache"):
+        GenerationConfig().with_overrides({"use_sen_cache": "true"})
+
+
+def test_cache_conflicts_are_config_errors():
+    with pytest.raises(ConfigError, match="cache_policy"):
+        GenerationConfig().with_overrides({"cache_policy": "deepcache"})
+    with pytest.raises(ConfigError, match="magcache_calibration"):
+        GenerationConfig().with_overrides({"cache_policy": "cfg_cache", "magcache_calibration": "true"})
+
+
+@pytest.mark.parametrize("policy", ["magcache", "cfg_cache", "sencache"])
+def test_every_cache_preset_turns_each_policy_on_with_one_key(policy):
+    for name in preset_names():
+        config = load_preset(name)
+        if config.sample_timesteps is not None:  # the few-step distilled presets: no cache section
+            continue
+        settings = config.with_overrides({"cache_policy": policy}).cache_settings()
+        assert settings.policy == policy and config.cache_settings().policy == "none"
+        if policy == "magcache":
+            assert settings.mag_ratios is not None
