@@ -114,6 +114,49 @@ def tokamax_attention() -> Any:
     return TokamaxAttention(key_alignment=key_alignment_for(jax.default_backend()))
 
 
+def build_mesh(config: GenerationConfig, checkpoint: DiffusersCheckpoint) -> Any:
+    """The device mesh of config mesh_data/fsdp/tensor/context, or None for one device (all 1).
+    Checks the sizes against the devices there are and the transformer's attention heads."""
+    from wanjax.domain.sharding import MeshShape
+
+    shape = MeshShape.of(config)
+    if shape.is_single_device:
+        return None
+    shape.check_heads(checkpoint.transformer_spec.num_attention_heads, config.context_parallel)
+    from wanjax.adapters.jax.sharding.mesh import build_mesh as mesh_over_devices
+
+    return mesh_over_devices(shape)
+
+
+def sharding_rules(overrides: Sequence[str]) -> Any:
+    """The logical axis rules: the defaults with config `logical_axis_rules` applied."""
+    from wanjax.domain.sharding import logical_rules
+
+    return logical_rules(overrides)
+
+
+def _on_mesh(loading: Any, spec: Any, attention: Any, mesh: Any, rules: Any, context_parallel: str) -> Any:
+    """`loading` (an ExpertLoading) onto `mesh`: every parameter placed with its NamedSharding from
+    `rules`, activations pinned by them, and over a context axis context-parallel self-attention
+    (`context_parallel`: ulysses or ring) with `attention` as its per-device kernel."""
+    import attrs
+
+    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+    from wanjax.adapters.jax.sharding.activations import ActivationSharding
+    from wanjax.adapters.jax.sharding.placement import ShardedPlacement
+    from wanjax.adapters.jax.sharding.rules import parameter_shardings
+    from wanjax.adapters.jax.transformer.weights import abstract_transformer
+
+    self_attention = None
+    if mesh.shape["context"] > 1:
+        self_attention = UlyssesAttention(mesh, attention) if context_parallel == "ulysses" else RingAttention(mesh)
+    runtime = attrs.evolve(
+        loading.runtime, activation_sharding=ActivationSharding(mesh, rules), self_attention=self_attention
+    )
+    placement = ShardedPlacement(parameter_shardings(abstract_transformer(spec, runtime), mesh, rules))
+    return attrs.evolve(loading, runtime=runtime, placement=placement)
+
+
 def build_weights_cache(enabled: bool, folder: str) -> Any:
     """The converted-weights cache (config `weights_cache`, `weights_cache_dir`), or None."""
     from wanjax.application.caches import cache_folder
@@ -141,6 +184,9 @@ def build_denoiser(
     scheduler_dtype: str = "float32",
     use_kv_cache: bool = True,
     scan_diffusion_loop: bool = False,
+    mesh: Any = None,
+    rules: Any = None,
+    context_parallel: str = "ulysses",
 ) -> Denoiser:
     """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
     (Wan 2.2's low-noise expert's), PATH[:SCALE] each, merged into their weights as they
@@ -149,7 +195,9 @@ def build_denoiser(
     `weights_dtype` stores the weights (`auto`: as `dtype`; `float8_e4m3fn`: the blocks'
     matmul kernels in fp8, the rest in `dtype`); `transformer_files` replace the folder's
     expert weights; `weights_cache` (from `build_weights_cache`) restores converted weights.
-    `activations_dtype` (`auto`: as `dtype`) is the compute dtype; the rest are `DenoiserOptions`."""
+    `activations_dtype` (`auto`: as `dtype`) is the compute dtype. On a `mesh` (from `build_mesh`)
+    the weights are placed by `rules` and self-attention is `context_parallel`; the rest are
+    `DenoiserOptions`."""
     from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
     from wanjax.adapters.jax.dtypes import jax_dtype
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
@@ -164,6 +212,8 @@ def build_denoiser(
     )
     kernel_dtype = jax_dtype(weights_dtype) if fp8 else None
     loading = ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache)
+    if mesh is not None:
+        loading = _on_mesh(loading, checkpoint.transformer_spec, attention, mesh, rules, context_parallel)
     replaced = _replaced_experts(checkpoint, transformer_files)
     per_expert = loras_per_expert(len(checkpoint.experts), loras, loras_low)
     weights = [
@@ -176,10 +226,14 @@ def build_denoiser(
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
 
 
-def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str, config: GenerationConfig) -> VideoAutoencoder:
+def build_autoencoder(
+    checkpoint: DiffusersCheckpoint, dtype: str, config: GenerationConfig, mesh: Any = None
+) -> VideoAutoencoder:
+    """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
     from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
     from wanjax.adapters.jax.dtypes import jax_dtype
     from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
+    from wanjax.adapters.jax.vae.sharding import SpatialSharding
     from wanjax.adapters.jax.vae.weights import load_vae
 
     compute = dtype if config.vae_dtype == "auto" else config.vae_dtype
@@ -196,4 +250,5 @@ def build_autoencoder(checkpoint: DiffusersCheckpoint, dtype: str, config: Gener
         encode_chunk=config.vae_encode_chunk,
         tiling=tiling if config.vae_tiling else None,
     )
-    return JaxVideoAutoencoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")))
+    spatial = None if mesh is None else SpatialSharding(mesh)
+    return JaxVideoAutoencoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")), spatial)

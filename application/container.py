@@ -7,6 +7,7 @@ from dependency_injector import containers, providers
 from wanjax.application import builders
 from wanjax.application.service import GenerationService, ModelComponents
 from wanjax.domain.config import GenerationConfig
+from wanjax.domain.sharding import MeshShape
 
 
 class Container(containers.DeclarativeContainer):
@@ -27,6 +28,11 @@ class Container(containers.DeclarativeContainer):
         pallas=providers.Singleton(builders.pallas_attention),
         tokamax=providers.Singleton(builders.tokamax_attention),
     )
+
+    # Thread-safe: the denoiser and the VAE, which share it, are built on two threads.
+    mesh = providers.ThreadSafeSingleton(builders.build_mesh, config, checkpoint)
+    mesh_shape = providers.Singleton(MeshShape.of, config)
+    sharding_rules = providers.Singleton(builders.sharding_rules, config.provided.logical_axis_rules)
 
     text_encoder = providers.Singleton(
         builders.build_text_encoder,
@@ -50,8 +56,11 @@ class Container(containers.DeclarativeContainer):
         scheduler_dtype=config.provided.scheduler_dtype,
         use_kv_cache=config.provided.use_kv_cache,
         scan_diffusion_loop=config.provided.scan_diffusion_loop,
+        mesh=mesh,
+        rules=sharding_rules,
+        context_parallel=config.provided.context_parallel,
     )
-    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype, config)
+    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype, config, mesh)
     image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, dtype)
 
     components = providers.Singleton(
@@ -59,6 +68,7 @@ class Container(containers.DeclarativeContainer):
         transformer_spec=checkpoint.provided.transformer_spec,
         vae_spec=checkpoint.provided.vae_spec,
         num_experts=providers.Callable(len, checkpoint.provided.experts),
+        mesh_shape=mesh_shape,
         boundary_ratio=checkpoint.provided.boundary_ratio,
         image_conditioning=checkpoint.provided.image_conditioning,
         text_encoder=text_encoder.provider,

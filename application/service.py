@@ -17,6 +17,7 @@ from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.ports import Denoiser, ImageEncoder, StepCallback, TextEncoder, VideoAutoencoder
 from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.sharding import MeshShape
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.tracing import TimingTrace
 from wanjax.domain.warmup import warmup_request
@@ -46,6 +47,7 @@ class ModelComponents:
     denoiser: Callable[[], Denoiser]
     autoencoder: Callable[[], VideoAutoencoder]
     image_encoder: Callable[[], ImageEncoder | None]
+    mesh_shape: MeshShape = attrs.field(factory=MeshShape)
 
 
 @attrs.frozen
@@ -151,6 +153,9 @@ class GenerationService:
         if initial_latents is not None:
             geometry.check_diffusers_latents(initial_latents)
         c = self._components
+        rows = len(requests) * (2 if request.uses_guidance else 1)
+        grid = (geometry.frames, geometry.height, geometry.width)
+        c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
         plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         full_plan = plan_sampling(compiled_for, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         trace = TimingTrace()

@@ -19,6 +19,7 @@ from wanjax.domain.caching.settings import POLICIES, CacheSettings, resolve_cach
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import parse_lora_specs
 from wanjax.domain.requests import SOLVERS, GenerationRequest
+from wanjax.domain.sharding import CONTEXT_PARALLEL, parse_rule_overrides
 
 DTYPES = ("auto", "float32", "bfloat16")
 WEIGHTS_DTYPES = ("auto", "float32", "bfloat16", "float8_e4m3fn")
@@ -37,6 +38,10 @@ def _one_of(allowed: tuple[str, ...]):
 def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if value < 1:
         raise ConfigError(f"{attribute.name}={value!r}: must be >= 1")
+
+
+def _axis_rules(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
+    parse_rule_overrides(value)
 
 
 def _lora_specs(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
@@ -140,6 +145,19 @@ class GenerationConfig:
     ~/.cache/wanjax/xla); empty or none turns it off."""
     warmup: bool = False
     """Before the timed run, a 2-step run that compiles everything; its output is never written."""
+    # sharding (docs/performance.md, "Sharding")
+    mesh_data: int = attrs.field(default=1, validator=_positive)
+    """Devices splitting the rows: videos and CFG's conditional/unconditional halves."""
+    mesh_fsdp: int = attrs.field(default=1, validator=_positive)
+    """Devices splitting the rows and each weight's model-width dimension (gathered per layer)."""
+    mesh_tensor: int = attrs.field(default=1, validator=_positive)
+    """Devices splitting the attention heads and MLP columns (tensor parallelism)."""
+    mesh_context: int = attrs.field(default=1, validator=_positive)
+    """Devices splitting the video tokens (context-parallel attention). All four 1: one device."""
+    context_parallel: str = attrs.field(default="ulysses", validator=_one_of(CONTEXT_PARALLEL))
+    """Self-attention over the context axis: ulysses (all-to-all) or ring (K/V blocks passed around)."""
+    logical_axis_rules: tuple[str, ...] = attrs.field(default=(), validator=_axis_rules, metadata={"item": str})
+    """Overrides of the default logical axis rules, LOGICAL=AXIS[+AXIS] each (LOGICAL= replicates)."""
     # sampling defaults
     height: int = 480
     width: int = 832

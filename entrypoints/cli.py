@@ -54,6 +54,16 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
     gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
     gen.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
+    group = gen.add_argument_group(
+        "multi-process (one process per host; process 0 writes the output)",
+        "Each setting is read from its flag, else from its environment variable. Give all three, or none "
+        "for a single process. Every process runs the same command; the mesh (--set mesh_data=...) spans "
+        "the devices of all of them.",
+    )
+    group.add_argument("--coordinator-address", metavar="HOST:PORT",
+                       help="where process 0 serves the coordinator (else JAX_COORDINATOR_ADDRESS)")
+    group.add_argument("--num-processes", type=int, help="how many processes (else JAX_NUM_PROCESSES)")
+    group.add_argument("--process-id", type=int, help="this process's index, from 0 (else JAX_PROCESS_ID)")
     commands.add_parser("presets", help="list the presets")
     return parser
 
@@ -94,7 +104,23 @@ def _read_latents(path: Path) -> np.ndarray:
         raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
 
 
+def _join_process_group(args: argparse.Namespace) -> None:
+    """A multi-process run joins its group before anything else touches JAX; one process does nothing."""
+    from wanjax.adapters.jax.distributed import initialize, process_group
+
+    group = process_group(
+        os.environ,
+        coordinator_address=args.coordinator_address,
+        num_processes=args.num_processes,
+        process_id=args.process_id,
+    )
+    if group is not None:
+        initialize(group)
+
+
 def _generate(args: argparse.Namespace) -> int:
+    _join_process_group(args)
+    from wanjax.adapters.jax.distributed import is_primary
     from wanjax.adapters.media.images import read_image
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
@@ -122,6 +148,9 @@ def _generate(args: argparse.Namespace) -> int:
         load = warmup.seconds.pop("load", 0.0)
         result.trace.add("load", load)
         result.trace.add("warmup", sum(warmup.seconds.values()))
+    if not is_primary():
+        print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
+        return 0
     write_output(result.array, args.out, config.fps)
     if not args.quiet:
         print(result.trace.summary())

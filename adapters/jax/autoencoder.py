@@ -11,19 +11,40 @@ from flax import nnx
 
 from wanjax.adapters.jax.compiled import CompiledFunction
 from wanjax.adapters.jax.vae.model import WanVAE
+from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.adapters.media.images import fit_image
 
 
 class JaxVideoAutoencoder:
-    """Implements the VideoAutoencoder port on the Wan VAE."""
+    """Implements the VideoAutoencoder port on the Wan VAE.
 
-    def __init__(self, vae: WanVAE) -> None:
+    With `spatial` the decode runs over its mesh: parameters replicated on every device,
+    activations split along height (or width), the uint8 frames replicated at the end so
+    that every process can read them. Encoding (image-to-video's one image) and tiled decoding
+    run replicated.
+    """
+
+    def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None) -> None:
         self._graphdef, self._params = nnx.split(vae)
+        self._spatial = spatial
+        if spatial is not None:
+            self._params = jax.device_put(self._params, spatial.replicated)
         self._decode = CompiledFunction(self._decode_to_uint8)
         self._encode = CompiledFunction(self._encode_normalized)
 
     def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> jax.Array:
-        return nnx.merge(self._graphdef, params).decode_to_uint8(latents)
+        vae = nnx.merge(self._graphdef, params)
+        if self._spatial is None:
+            return vae.decode_to_uint8(latents)
+        if vae.runtime.tiling is not None:
+            # Tiles cut from split latents came out wrong (0.09 off in [0, 1]) on XLA:CPU, so a tiled
+            # decode, whose tiles already bound its memory, runs replicated on every device.
+            replicated = jax.lax.with_sharding_constraint(latents, self._spatial.replicated)
+            return jax.lax.with_sharding_constraint(vae.decode_to_uint8(replicated), self._spatial.replicated)
+        constrain = self._spatial.constrainer(latents.shape)
+        # Pinned split, then replicated: the gather moves uint8 frames, a quarter of float32's bytes.
+        frames = constrain(vae.decode_to_uint8(constrain(latents), constrain))  # [B, F, H, W, 3]
+        return jax.lax.with_sharding_constraint(frames, self._spatial.replicated)
 
     def _encode_normalized(self, params: nnx.State, video: jax.Array) -> jax.Array:
         vae = nnx.merge(self._graphdef, params)
@@ -32,6 +53,8 @@ class JaxVideoAutoencoder:
     def encode_image(self, pixels: np.ndarray, height: int, width: int, num_frames: int) -> jax.Array:
         video = np.zeros((1, num_frames, height, width, 3), np.float32)  # [B, F, H, W, 3] in [-1, 1]
         video[0, 0] = fit_image(pixels, height, width)
+        if self._spatial is not None:
+            video = jax.device_put(video, self._spatial.replicated)
         return self._encode(self._params, video)
 
     def prepare(self, latents: Any) -> None:

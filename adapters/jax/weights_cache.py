@@ -55,17 +55,22 @@ class ConvertedWeightsCache:
         self.folder = Path(folder).expanduser()
 
     def restore(
-        self, key: str, layout: Mapping[ParamPath, jax.ShapeDtypeStruct], sharding: Sharding | None = None
+        self,
+        key: str,
+        layout: Mapping[ParamPath, jax.ShapeDtypeStruct],
+        sharding: Sharding | Mapping[ParamPath, Sharding] | None = None,
     ) -> dict[ParamPath, jax.Array] | None:
-        """The entry's arrays placed with `sharding` (default: the default device), or None
-        when there is no entry or it cannot be read (then it is rewritten after conversion)."""
+        """The entry's arrays placed with `sharding`, one for all or one per parameter path
+        (default: the default device), or None when there is no entry or it cannot be read
+        (then it is rewritten after conversion)."""
         entry = self.folder / key
         if not entry.is_dir():
             return None
         import orbax.checkpoint as ocp
 
         sharding = sharding or SingleDeviceSharding(jax.devices()[0])
-        target = {_name(p): jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding) for p, a in layout.items()}
+        of = sharding.__getitem__ if isinstance(sharding, Mapping) else lambda _: sharding
+        target = {_name(p): jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=of(p)) for p, a in layout.items()}
         args = ocp.args.PyTreeRestore(item=target, restore_args=ocp.checkpoint_utils.construct_restore_args(target))
         try:
             with ocp.PyTreeCheckpointer() as checkpointer:

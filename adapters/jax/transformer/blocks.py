@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from wanjax.adapters.jax.attention import AttentionFn
 from wanjax.adapters.jax.transformer.rope import RopeTables, apply_rope
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.specs import TransformerSpec
@@ -76,7 +77,9 @@ class Attention(nnx.Module):
     (diffusers' "rms_norm_across_heads", i.e. over the full inner dim before the head
     split), the attention kernel, and the output projection. As self-attention
     (`__call__`) it rotates q and k with RoPE; as cross-attention its keys and values
-    come from `key_values`, so they can be computed once per prompt (`cross`).
+    come from `key_values`, so they can be computed once per prompt (`cross`). `kernel`
+    is the attention it calls: the block picks the runtime's self-attention kernel for
+    its self-attention and the plain one for its cross-attention.
 
     diffusers creates norm_q/norm_k for every Wan checkpoint whatever `qk_norm` says, so
     they are always present here too.
@@ -93,6 +96,7 @@ class Attention(nnx.Module):
         eps: float,
         runtime: TransformerRuntime,
         *,
+        kernel: AttentionFn,
         image_kv: bool = False,
         rngs: nnx.Rngs,
     ):
@@ -110,7 +114,7 @@ class Attention(nnx.Module):
         self.norm_added_k = rms() if image_kv else None
         self.heads = heads
         self.dtype = runtime.dtype
-        self.attention = runtime.attention
+        self.attention = kernel
 
     def __call__(self, x: jax.Array, rope: RopeTables) -> jax.Array:
         """Self-attention with RoPE on q and k: x [B, S, D] -> [B, S, D]."""
@@ -184,10 +188,17 @@ class WanBlock(nnx.Module):
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
         dim, eps = spec.inner_dim, spec.eps
         self.norm1 = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
-        self.attn1 = Attention(dim, spec.num_attention_heads, eps, runtime, rngs=rngs)
+        self_kernel = runtime.attention if runtime.self_attention is None else runtime.self_attention
+        self.attn1 = Attention(dim, spec.num_attention_heads, eps, runtime, kernel=self_kernel, rngs=rngs)
         self.norm2 = fp32_layer_norm(dim, eps, affine=True, rngs=rngs) if spec.cross_attn_norm else None
         self.attn2 = Attention(
-            dim, spec.num_attention_heads, eps, runtime, image_kv=spec.uses_image_embeddings, rngs=rngs
+            dim,
+            spec.num_attention_heads,
+            eps,
+            runtime,
+            kernel=runtime.attention,
+            image_kv=spec.uses_image_embeddings,
+            rngs=rngs,
         )
         self.norm3 = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
         self.ffn = FeedForward(dim, spec.ffn_dim, dim, runtime, rngs=rngs)

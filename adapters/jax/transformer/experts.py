@@ -17,6 +17,7 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from wanjax.adapters.checkpoints.weights import TensorFiles
+from wanjax.adapters.jax.sharding.placement import ShardedPlacement
 from wanjax.adapters.jax.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
@@ -31,11 +32,12 @@ from wanjax.domain.specs import TransformerSpec
 
 @attrs.frozen(kw_only=True)
 class ExpertLoading:
-    """How experts load: runtime, fp8 kernel storage, placement and an optional cache."""
+    """How experts load: runtime, fp8 kernel storage, placement (replicated, or each parameter
+    with its own sharding on a mesh) and an optional cache."""
 
     runtime: TransformerRuntime
     kernel_dtype: DTypeLike | None = None
-    placement: ReplicatedPlacement = attrs.field(factory=ReplicatedPlacement)
+    placement: ReplicatedPlacement | ShardedPlacement = attrs.field(factory=ReplicatedPlacement)
     cache: ConvertedWeightsCache | None = None
 
     def load(self, spec: TransformerSpec, tensors: Mapping[str, np.ndarray]) -> WanTransformer:

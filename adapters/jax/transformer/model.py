@@ -11,15 +11,24 @@ diffusers' `flatten(2)` after its Conv3d.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from wanjax.adapters.jax.sharding.activations import constrain
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.domain.sharding import (
+    ACTIVATION_BATCH,
+    ACTIVATION_EMBED,
+    ACTIVATION_HEADS,
+    ACTIVATION_KV_LENGTH,
+    ACTIVATION_LENGTH,
+)
 from wanjax.domain.specs import TransformerSpec
 
 
@@ -71,6 +80,14 @@ def _unstacked(blocks: WanBlock, num_layers: int) -> nnx.List:
     return nnx.List([nnx.merge(graphdef, layer) for layer in layers])
 
 
+class TimeEmbedding(NamedTuple):
+    """The time embedding temb [B, T, D] (read by the head) and the blocks' modulation temb6
+    [B, T, 6, D]; T = 1, or S with one timestep per token (activation dtype)."""
+
+    temb: jax.Array
+    temb6: jax.Array
+
+
 class WanTransformer(nnx.Module):
     """Velocity prediction of a Wan transformer (diffusers' WanTransformer3DModel)."""
 
@@ -94,6 +111,7 @@ class WanTransformer(nnx.Module):
         self.spec = spec
         self.scan_layers = runtime.scan_layers
         self.dtype = runtime.dtype
+        self.activation_sharding = runtime.activation_sharding
 
     def token_grid(self, latent_shape: tuple[int, ...]) -> tuple[int, int, int]:
         """(F', H', W') token grid of latents [B, F, H, W, C]; checks the shape fits the spec."""
@@ -130,9 +148,18 @@ class WanTransformer(nnx.Module):
             def per_block(block: WanBlock, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
                 return block.cross_key_values(text, image)
 
-            return per_block(self.blocks, text, image)
+            return self._pin_kv(per_block(self.blocks, text, image))
         per_layer = [block.cross_key_values(text, image) for block in self.blocks]
-        return jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer)
+        return self._pin_kv(jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer))
+
+    def _pin_kv(self, kv: CrossAttentionKV) -> CrossAttentionKV:
+        """[layers, B, L, N, H]: rows as the activations, heads over tensor, whole over context."""
+        names = (None, ACTIVATION_BATCH, ACTIVATION_KV_LENGTH, ACTIVATION_HEADS, None)
+        return jax.tree.map(lambda a: constrain(self.activation_sharding, a, *names), kv)
+
+    def _pin_tokens(self, x: jax.Array) -> jax.Array:
+        """x [B, S, D]: rows over data x fsdp, tokens over context (see `ActivationSharding`)."""
+        return constrain(self.activation_sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
 
     def __call__(
         self,
@@ -164,13 +191,24 @@ class WanTransformer(nnx.Module):
             raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
-        x = self.patch_embedding(latents).reshape(b, math.prod(grid), -1)  # [B, S, D]
-        temb, temb6 = self.condition_embedder.time(timestep)  # [B, T, D], [B, T, 6, D]; T = 1 or S
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
-        x = self._run_blocks(x, cache, temb6, rope)
+        x, time = self.embed(latents, timestep)
+        return self.head(self.run_blocks(x, cache, time.temb6, rope), time, grid)
 
-        modulation = self.scale_shift_table[...][None] + temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
+    def embed(self, latents: jax.Array, timestep: jax.Array) -> tuple[jax.Array, TimeEmbedding]:
+        """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D], and the
+        time embedding of `timestep` ([B] or [B, S]). Split out so a sampling loop can skip the
+        blocks alone (a cache policy reusing their residual) and still run this and `head`."""
+        x = self.patch_embedding(latents)  # [B, F', H', W', D]
+        x = self._pin_tokens(x.reshape(x.shape[0], -1, x.shape[-1]))  # [B, S, D]
+        return x, TimeEmbedding(*self.condition_embedder.time(timestep))
+
+    def head(self, x: jax.Array, time: TimeEmbedding, grid: tuple[int, int, int]) -> jax.Array:
+        """The stage after the blocks: x [B, S, D] -> velocity [B, F, H, W, C_out] float32,
+        `grid` the (F', H', W') token grid (`token_grid`)."""
+        x = self._pin_tokens(x)
+        modulation = self.scale_shift_table[...][None] + time.temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
         shift, scale = jnp.unstack(modulation, axis=2)  # [B, T, D] each
         x = (self.norm_out(x) * (1 + scale) + shift).astype(self.dtype)
         x = self.proj_out(x)  # [B, S, pt * ph * pw * C_out]
@@ -203,13 +241,14 @@ class WanTransformer(nnx.Module):
                 f"image_dim={spec.image_dim}] (CLIP image embeddings), got shape {shape}"
             )
 
-    def _run_blocks(self, x: jax.Array, cache: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
-        """x [B, S, D] through every block, block i reading layer i of the stacked `cache`."""
+    def run_blocks(self, x: jax.Array, cache: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+        """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
+        ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]."""
         if self.scan_layers:
 
             @nnx.scan(in_axes=(nnx.Carry, 0, 0, None, None), out_axes=nnx.Carry)
             def step(x: jax.Array, block: WanBlock, kv: CrossAttentionKV, temb6, rope) -> jax.Array:
-                return block(x, kv, temb6, rope)
+                return self._pin_tokens(block(x, kv, temb6, rope))
 
             return step(x, self.blocks, cache, temb6, rope)
         for i, block in enumerate(self.blocks):

@@ -6,6 +6,7 @@ import attrs
 from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
+from wanjax.adapters.jax.sharding.activations import ActivationSharding
 
 
 @attrs.frozen(kw_only=True)
@@ -23,3 +24,8 @@ class TransformerRuntime:
     param_dtype: DTypeLike
     scan_layers: bool = True
     attention: AttentionFn = attrs.field(factory=XlaAttention)
+    # The blocks' self-attention kernel (None: `attention`), e.g. context-parallel attention
+    # over the video tokens; cross-attention always uses `attention` (its text K/V are short).
+    self_attention: AttentionFn | None = None
+    # The mesh layout activations are pinned to at a few points (None: one device, no constraints).
+    activation_sharding: ActivationSharding | None = None

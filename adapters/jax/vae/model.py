@@ -19,6 +19,7 @@ from wanjax.adapters.jax.vae.decoder import Decoder3d
 from wanjax.adapters.jax.vae.encoder import Encoder3d
 from wanjax.adapters.jax.vae.layers import CausalConv3d
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
+from wanjax.adapters.jax.vae.sharding import Constrain
 from wanjax.adapters.jax.vae.shuffles import patchify, unpatchify
 from wanjax.adapters.jax.vae.temporal import stream
 from wanjax.adapters.jax.vae.tiling import decode_tiles, encode_tiles, tiled_map
@@ -85,21 +86,23 @@ class WanVAE(nnx.Module):
             return self._encode_patches(x)
         return tiled_map(self._encode_patches, x, *grid)
 
-    def _decode_patches(self, latents: jax.Array) -> jax.Array:
+    def _decode_patches(self, latents: jax.Array, constrain: Constrain | None = None) -> jax.Array:
         """Latents [B, F', H', W', z_dim] -> decoder output [B, F, 8 H', 8 W', out_channels], unclamped."""
         x = self.post_quant_conv(latents)
-        return stream(self.decoder, x, chunk=self.runtime.decode_chunk, unrolled_size=1)
+        return stream(self.decoder, x, chunk=self.runtime.decode_chunk, unrolled_size=1, constrain=constrain)
 
-    def decode(self, latents: jax.Array) -> jax.Array:
+    def decode(self, latents: jax.Array, constrain: Constrain | None = None) -> jax.Array:
         """Un-normalised latents [B, F', H', W', z_dim] -> video [B, F, H, W, 3] in [-1, 1].
 
         Matches diffusers' `vae.decode(z)`, tiled as diffusers' tiled decode when
         `runtime.tiling` is set (tiles are blended before unpatchify and clamping, as there).
+        `constrain` pins the layout of every temporal chunk (spatial sharding, `sharding.py`);
+        a tiled decode does not use it.
         """
         height, width = latents.shape[2:4]
         grid = None if self.runtime.tiling is None else decode_tiles(self.runtime.tiling, self.spec, height, width)
         if grid is None:
-            video = self._decode_patches(latents)
+            video = self._decode_patches(latents, constrain)
         else:
             video = tiled_map(self._decode_patches, latents, *grid)
         return jnp.clip(unpatchify(video, self.spec.patch), -1.0, 1.0)
@@ -127,19 +130,19 @@ class WanVAE(nnx.Module):
         mean, inv_std = self._latent_stats(latents.dtype)
         return (latents - mean) * inv_std
 
-    def decode_to_unit(self, latents: jax.Array) -> jax.Array:
+    def decode_to_unit(self, latents: jax.Array, constrain: Constrain | None = None) -> jax.Array:
         """Denoiser latents [B, F', H', W', z_dim] -> frames [B, F, H, W, 3] float32 in [0, 1].
 
         The pipeline's postprocess before quantisation: `x * 0.5 + 0.5` clamped, in float32.
         """
-        video = self.decode(self.denormalize_latents(latents)).astype(jnp.float32)
+        video = self.decode(self.denormalize_latents(latents), constrain).astype(jnp.float32)
         return jnp.clip(video * 0.5 + 0.5, 0.0, 1.0)
 
-    def decode_to_uint8(self, latents: jax.Array) -> jax.Array:
+    def decode_to_uint8(self, latents: jax.Array, constrain: Constrain | None = None) -> jax.Array:
         """Denoiser latents [B, F', H', W', z_dim] -> frames [B, F, H, W, 3] uint8, on device.
 
         `round(decode_to_unit * 255)` (round half to even) as diffusers' `numpy_to_pil`
         does for `output_type="pil"`. `export_to_video` of `output_type="np"` frames
         truncates instead (`(x * 255).astype(uint8)`), at most one level darker than this.
         """
-        return jnp.round(self.decode_to_unit(latents) * 255.0).astype(jnp.uint8)
+        return jnp.round(self.decode_to_unit(latents, constrain) * 255.0).astype(jnp.uint8)

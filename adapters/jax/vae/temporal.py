@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from wanjax.adapters.jax.vae.blocks import Cache
+from wanjax.adapters.jax.vae.sharding import Constrain
 
 Step = Callable[[jax.Array, Cache], tuple[jax.Array, Cache]]
 """One chunk [B, T, ...] and the previous cache (None first) -> (output [B, T', ...], next cache)."""
@@ -59,8 +60,24 @@ def stream_scanned(step: Step, x: jax.Array, size: int) -> jax.Array:
     return jnp.concatenate([first, outs[:, : frames * out_size // size]], axis=1)
 
 
-def stream(step: Step, x: jax.Array, *, chunk: int | None, unrolled_size: int) -> jax.Array:
-    """`stream_scanned` with `chunk` frames per step, or diffusers' unrolled schedule when None."""
+def _pinned(step: Step, constrain: Constrain) -> Step:
+    """`step` with `constrain` (a layout pin, see `sharding.py`) on its chunk, cache and output."""
+
+    def run(x: jax.Array, cache: Cache) -> tuple[jax.Array, Cache]:
+        out, cache = step(constrain(x), constrain(cache))
+        return constrain(out), constrain(cache)
+
+    return run
+
+
+def stream(
+    step: Step, x: jax.Array, *, chunk: int | None, unrolled_size: int, constrain: Constrain | None = None
+) -> jax.Array:
+    """`stream_scanned` with `chunk` frames per step, or diffusers' unrolled schedule when None.
+
+    `constrain` pins the layout of every chunk's input, output and cache (the scan's carry)."""
+    if constrain is not None:
+        step = _pinned(step, constrain)
     if chunk is None:
         return stream_unrolled(step, x, unrolled_size)
     return stream_scanned(step, x, chunk)

@@ -1,0 +1,213 @@
+"""Context-parallel (sequence-parallel) self-attention: the `AttentionFn` port over a device mesh.
+
+A 720p, 81-frame Wan video is ~75k tokens; one device cannot hold its attention in its
+time budget, so the tokens are split over the mesh's "context" axis. Both variants take
+q/k/v [B, S, N, H] laid out as the transformer's activations are: batch over
+("data", "fsdp"), tokens over "context", heads over "tensor", and return the output in
+that same layout. Each equals unsharded attention (scaled softmax, fp32 logits).
+
+- `UlyssesAttention` (DeepSpeed-Ulysses): one all-to-all trades the token shard for a
+  head shard, every device attends over the whole sequence for its N / (context x
+  tensor) heads with any single-device kernel, and a second all-to-all trades back.
+  Two collectives per call; the heads must split over context x tensor.
+- `RingAttention`: each device keeps its queries and passes its K/V block around the
+  context ring with `ppermute`; the partial softmaxes combine online (log-sum-exp) in
+  fp32. No device ever holds more than one remote K/V block, and the heads need only
+  split over tensor; context - 1 transfers per call, overlapped with the block compute.
+
+Mesh axes of size 1 are legal and make the matching collective a no-op.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.sharding import Mesh, PartitionSpec
+
+from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
+from wanjax.adapters.jax.sharding.mesh import BATCH_AXES, CONTEXT, TENSOR
+from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.sharding import MESH_AXES
+
+# q/k/v/out [B, S, N, H]: batch over data x fsdp, tokens over context, heads over tensor.
+QKV_SPEC = PartitionSpec(BATCH_AXES, CONTEXT, TENSOR, None)
+
+SoftmaxState = tuple[jax.Array, jax.Array, jax.Array]
+"""Online softmax over the keys seen so far, all fp32: running max [b, n, t], running sum of
+exp(logit - max) [b, n, t], unnormalised output [b, t, n, H]."""
+
+
+def _check_mesh_axes(mesh: Mesh) -> None:
+    missing = [a for a in MESH_AXES if a not in mesh.axis_names]
+    if missing:
+        raise ConfigError(
+            f"context-parallel attention needs a mesh with the axes {MESH_AXES} "
+            f"(size 1 where unused); this mesh has {mesh.axis_names}, missing {missing}"
+        )
+
+
+def _check_divides(mesh: Mesh, q: jax.Array, k: jax.Array, head_axes: tuple[str, ...], variant: str) -> None:
+    """Raises a named error unless the mesh splits q [B, T, N, H] and k [B, S, N, H] evenly."""
+    batch, queries, heads, _ = q.shape
+    keys = k.shape[1]
+    batch_split = math.prod(mesh.shape[a] for a in BATCH_AXES)
+    head_split = math.prod(mesh.shape[a] for a in head_axes)
+    context = mesh.shape[CONTEXT]
+    if heads % head_split:
+        axes = " x ".join(f"{a}={mesh.shape[a]}" for a in head_axes)
+        axes += f" = {head_split}" if len(head_axes) > 1 else ""
+        raise ConfigError(
+            f"{variant} attention splits the {heads} attention heads over {axes}, "
+            f"which does not divide them: choose mesh axis sizes whose product divides {heads}"
+            + (", or ring attention (heads over tensor only)" if CONTEXT in head_axes else "")
+        )
+    for name, length in (("query", queries), ("key", keys)):
+        if length % context:
+            raise InvalidRequestError(
+                f"{variant} attention splits the {length} {name} tokens over context={context}, which does "
+                "not divide them: choose a video size and frame count whose token count (F' x H' x W') "
+                f"is a multiple of {context}, or a context axis size that divides {length}"
+            )
+    if batch % batch_split:
+        raise InvalidRequestError(
+            f"{variant} attention splits the batch of {batch} over data x fsdp = {batch_split}, which does "
+            f"not divide it: use a batch (prompts x guidance rows) that is a multiple of {batch_split}, "
+            "or smaller data/fsdp axes"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class UlyssesAttention:
+    """All-to-all (Ulysses) context-parallel attention (`AttentionFn`) on `mesh`.
+
+    `local` attends over the full sequence for each device's heads; its padding to
+    `key_alignment` happens there, on the whole key sequence.
+    """
+
+    mesh: Mesh
+    local: AttentionFn = dataclasses.field(default_factory=XlaAttention)
+
+    def __post_init__(self) -> None:
+        _check_mesh_axes(self.mesh)
+
+    @property
+    def key_alignment(self) -> int:
+        return self.local.key_alignment
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        _check_divides(self.mesh, q, k, (CONTEXT, TENSOR), "ulysses")
+
+        def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+            # [b, s, n, H] (s = S / context, n = N / tensor) -> [b, S, n / context, H]
+            to_heads = lambda x: lax.all_to_all(x, CONTEXT, split_axis=2, concat_axis=1, tiled=True)
+            out = self.local(to_heads(q), to_heads(k), to_heads(v))  # [b, T, n / context, H]
+            return lax.all_to_all(out, CONTEXT, split_axis=1, concat_axis=2, tiled=True)  # [b, t, n, H]
+
+        return _over_mesh(per_device, self.mesh)(q, k, v)  # [B, T, N, H]
+
+
+@dataclasses.dataclass(frozen=True)
+class RingAttention:
+    """Ring context-parallel attention (`AttentionFn`) on `mesh`: K/V blocks travel the
+    context ring, queries stay; never pads keys (`key_alignment` 1).
+
+    Each device's key block is folded into the softmax in chunks of at most `key_chunk`
+    keys (the largest divisor of the block length that fits; None: the whole block), so
+    the fp32 logits held at once are [b, n, t, key_chunk], not [b, n, t, S / context]:
+    at 720p (S = 75600) on 8 context devices a whole block's logits are 357 MB per head and row.
+    """
+
+    mesh: Mesh
+    key_chunk: int | None = 1024
+
+    def __post_init__(self) -> None:
+        _check_mesh_axes(self.mesh)
+        if self.key_chunk is not None and self.key_chunk < 1:
+            raise ConfigError(f"ring attention key_chunk={self.key_chunk}: must be a positive key count, or None")
+
+    @property
+    def key_alignment(self) -> int:
+        return 1
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+        _check_divides(self.mesh, q, k, (TENSOR,), "ring")
+        context = self.mesh.shape[CONTEXT]
+        to_next = [(i, (i + 1) % context) for i in range(context)]
+        block = k.shape[1] // context
+        chunk = block if self.key_chunk is None else _largest_divisor_up_to(block, self.key_chunk)
+
+        def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+            # q [b, t, n, H], k/v [b, s, n, H]: this device's tokens and heads.
+            def visit(_: int, carry: tuple) -> tuple:
+                k, v, state = carry
+                k_next, v_next = lax.ppermute((k, v), CONTEXT, to_next)  # overlaps the block below
+                return k_next, v_next, _fold_block(q, k, v, state, chunk)
+
+            k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, _empty_state(q)))
+            _, total, acc = _fold_block(q, k, v, state, chunk)
+            return (acc / jnp.swapaxes(total, 1, 2)[..., None]).astype(q.dtype)  # [b, t, n, H]
+
+        return _over_mesh(per_device, self.mesh)(q, k, v)  # [B, T, N, H]
+
+
+def _over_mesh(per_device: Callable[..., jax.Array], mesh: Mesh) -> Callable[..., jax.Array]:
+    """`per_device` mapped over the shards of q/k/v -> out, all laid out as `QKV_SPEC`."""
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(QKV_SPEC,) * 3, out_specs=QKV_SPEC)
+
+
+def _largest_divisor_up_to(n: int, limit: int) -> int:
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _fold_block(q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState, chunk: int) -> SoftmaxState:
+    """`state` updated with the keys k/v [b, s, n, H], `chunk` (a divisor of s) at a time."""
+    b, s, n, h = k.shape
+    if chunk == s:
+        return _online_softmax_step(q, k, v, state)
+    chunks = lambda x: jnp.moveaxis(x.reshape(b, s // chunk, chunk, n, h), 1, 0)  # [s / chunk, b, chunk, n, H]
+
+    def fold(state: SoftmaxState, kv: tuple[jax.Array, jax.Array]) -> tuple[SoftmaxState, None]:
+        return _online_softmax_step(q, *kv, state), None
+
+    return lax.scan(fold, state, (chunks(k), chunks(v)))[0]
+
+
+def _block_logits(q: jax.Array, k: jax.Array) -> jax.Array:
+    """q [b, t, n, H], k [b, s, n, H] -> scaled logits [b, n, t, s] in fp32."""
+    logits = jnp.einsum("btnh,bsnh->bnts", q, k, preferred_element_type=jnp.float32)
+    return logits * q.shape[-1] ** -0.5
+
+
+def _weighted_values(p: jax.Array, v: jax.Array) -> jax.Array:
+    """p [b, n, t, s] fp32, v [b, s, n, H] -> [b, t, n, H] fp32; p cast to v's dtype for the
+    matmul, as `jax.nn.dot_product_attention` does."""
+    return jnp.einsum("bnts,bsnh->btnh", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+
+
+def _empty_state(q: jax.Array) -> SoftmaxState:
+    """The online-softmax state of queries q [b, t, n, H] before any key: max -inf, sum and output 0."""
+    b, t, n, h = q.shape
+    state = (
+        jnp.full((b, n, t), -jnp.inf, jnp.float32),
+        jnp.zeros((b, n, t), jnp.float32),
+        jnp.zeros((b, t, n, h), jnp.float32),
+    )
+    # A loop carry has one type in and out; the updates make it vary over every axis q does.
+    return lax.pcast(state, MESH_AXES, to="varying")
+
+
+def _online_softmax_step(q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState) -> SoftmaxState:
+    """`state` updated with one more K/V block k/v [b, s, n, H]: the old sums and output
+    are rescaled by exp(old max - new max), so every term ends up relative to the global max."""
+    peak, total, acc = state
+    logits = _block_logits(q, k)  # [b, n, t, s]
+    new_peak = jnp.maximum(peak, logits.max(axis=-1))  # [b, n, t]
+    p = jnp.exp(logits - new_peak[..., None])
+    rescale = jnp.exp(peak - new_peak)  # [b, n, t]
+    rescale_out = jnp.swapaxes(rescale, 1, 2)[..., None]  # [b, t, n, 1]
+    return new_peak, rescale * total + p.sum(axis=-1), rescale_out * acc + _weighted_values(p, v)

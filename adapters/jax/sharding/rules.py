@@ -1,0 +1,155 @@
+"""Logical axis names of every transformer and VAE parameter (by parameter path), and their
+resolution through the logical axis rules (domain/sharding.py, data, overridable from config)
+to `PartitionSpec`s and `NamedSharding`s on a mesh.
+
+A parameter path is what `nnx.iter_graph` gives, e.g. ("blocks", "attn1", "to_q", "kernel")
+for a scanned (stacked [L, D, D]) block kernel or ("blocks", 3, "attn1", "to_q", "kernel")
+for block 3 of an unstacked model; the stacked leading axis is named "layers".
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
+
+from wanjax.domain.sharding import (
+    CONV_IN,
+    CONV_OUT,
+    EMBED,
+    HEADS,
+    IMAGE_EMBED,
+    LAYERS,
+    MLP,
+    NORM,
+    TEXT_EMBED,
+    LogicalRules,
+)
+
+Path = tuple[str | int, ...]
+LogicalAxes = tuple[str | None, ...]
+LogicalAxesOf = Callable[[Path, int], LogicalAxes]
+
+_QKV = ("to_q", "to_k", "to_v", "add_k_proj", "add_v_proj")
+_HEAD_NORMS = ("norm_q", "norm_k", "norm_added_k")
+
+# (path suffix, logical axes of the unstacked parameter); the first suffix that matches wins.
+# A suffix element is a name or a tuple of names it may be.
+_TRANSFORMER_TABLE: tuple[tuple[tuple[str | tuple[str, ...], ...], LogicalAxes], ...] = (
+    ((_QKV, "kernel"), (EMBED, HEADS)),
+    ((_QKV, "bias"), (HEADS,)),
+    (("to_out", "kernel"), (HEADS, EMBED)),
+    ((_HEAD_NORMS, "scale"), (HEADS,)),
+    (("ffn", "proj_in", "kernel"), (EMBED, MLP)),
+    (("ffn", "proj_in", "bias"), (MLP,)),
+    (("ffn", "proj_out", "kernel"), (MLP, EMBED)),
+    (("patch_embedding", "kernel"), (None, None, None, None, EMBED)),
+    (("time_embedder", "linear_1", "kernel"), (None, EMBED)),
+    (("time_embedder", "linear_2", "kernel"), (EMBED, None)),
+    (("time_proj", "kernel"), (EMBED, MLP)),
+    (("time_proj", "bias"), (MLP,)),
+    (("text_embedder", "linear_1", "kernel"), (TEXT_EMBED, MLP)),
+    (("text_embedder", "linear_1", "bias"), (MLP,)),
+    (("text_embedder", "linear_2", "kernel"), (MLP, EMBED)),
+    (("image_embedder", "ff", "proj_in", "kernel"), (IMAGE_EMBED, MLP)),
+    (("image_embedder", "ff", "proj_in", "bias"), (MLP,)),
+    (("image_embedder", "ff", "proj_out", "kernel"), (MLP, EMBED)),
+    (("image_embedder", "pos_embed"), (None, None, NORM)),
+    (("proj_out", "kernel"), (EMBED, None)),
+    (("proj_out", "bias"), (None,)),
+    (("scale_shift_table",), (None, None, NORM)),  # [1, 6, D] in blocks, [1, 2, D] at the head
+    (("bias",), (NORM,)),  # biases of projections into the residual stream
+    (("scale",), (NORM,)),  # LayerNorm affine parameters
+)
+
+
+def _matches(path: Path, suffix: tuple[str | tuple[str, ...], ...]) -> bool:
+    if len(path) < len(suffix):
+        return False
+    tail = path[len(path) - len(suffix) :]
+    return all(part == want or (isinstance(want, tuple) and part in want) for part, want in zip(tail, suffix))
+
+
+def transformer_logical_axes(path: Path, ndim: int) -> LogicalAxes:
+    """Logical axes of the Wan transformer parameter at `path` (with `ndim` dimensions)."""
+    stacked = len(path) > 1 and path[0] == "blocks" and isinstance(path[1], str)
+    for suffix, axes in _TRANSFORMER_TABLE:
+        if _matches(path, suffix):
+            full = ((LAYERS,) if stacked else ()) + axes
+            if len(full) != ndim:  # a bug in the table above, not in a checkpoint
+                raise RuntimeError(f"sharding rule {axes} for {path} does not fit its {ndim} dimensions")
+            return full
+    raise RuntimeError(f"no sharding rule for transformer parameter {'.'.join(map(str, path))}")
+
+
+def vae_logical_axes(path: Path, ndim: int) -> LogicalAxes:
+    """Logical axes of a Wan VAE parameter: convolution kernels [..., C_in, C_out], biases
+    [C_out], norm scales [..., C]. The default rules replicate all of them (the VAE is small)."""
+    name = path[-1]
+    if name == "weight" and ndim >= 2:
+        return (None,) * (ndim - 2) + (CONV_IN, CONV_OUT)
+    if name == "bias" and ndim == 1:
+        return (CONV_OUT,)
+    if name == "gamma":
+        return (None,) * (ndim - 1) + (NORM,)
+    raise RuntimeError(f"no sharding rule for VAE parameter {'.'.join(map(str, path))}")
+
+
+def partition_spec(
+    logical: Sequence[str | None], shape: Sequence[int], mesh: Mesh | AbstractMesh, rules: LogicalRules
+) -> PartitionSpec:
+    """Each dimension split over the mesh axes its logical name maps to, keeping only axes of
+    size > 1 that no earlier dimension uses, and only as many of them as divide the dimension
+    (an indivisible dimension stays replicated over the rest)."""
+    mapping = dict(rules)
+    used: set[str] = set()
+    entries: list[str | tuple[str, ...] | None] = []
+    for name, size in zip(logical, shape, strict=True):
+        axes = [a for a in mapping.get(name, ()) if a not in used and mesh.shape[a] > 1] if name else []
+        while axes and size % math.prod(mesh.shape[a] for a in axes):
+            axes.pop()
+        used.update(axes)
+        entries.append(None if not axes else axes[0] if len(axes) == 1 else tuple(axes))
+    while entries and entries[-1] is None:
+        entries.pop()
+    return PartitionSpec(*entries)
+
+
+def parameter_shardings(
+    model: nnx.Module, mesh: Mesh | AbstractMesh, rules: LogicalRules, logical_axes_of: LogicalAxesOf = transformer_logical_axes
+) -> dict[Path, NamedSharding]:
+    """The NamedSharding of each parameter of `model` (concrete or abstract), by parameter path."""
+    shardings = {}
+    for path, node in nnx.iter_graph(model):
+        if isinstance(node, nnx.Param):
+            shape = node.get_value().shape
+            spec = partition_spec(logical_axes_of(tuple(path), len(shape)), shape, mesh, rules)
+            shardings[tuple(path)] = NamedSharding(mesh, spec)
+    return shardings
+
+
+def state_shardings(
+    state: nnx.State, mesh: Mesh | AbstractMesh, rules: LogicalRules, logical_axes_of: LogicalAxesOf = transformer_logical_axes
+) -> nnx.State:
+    """A NamedSharding for every leaf of `state` (as `nnx.split` gives it), same structure:
+    for `jax.jit`'s shardings or `jax.ShapeDtypeStruct(sharding=...)`."""
+
+    def sharding(path: Path, leaf: nnx.Variable | jax.Array) -> NamedSharding:
+        shape = np.shape(leaf.get_value() if isinstance(leaf, nnx.Variable) else leaf)
+        return NamedSharding(mesh, partition_spec(logical_axes_of(tuple(path), len(shape)), shape, mesh, rules))
+
+    return nnx.map_state(sharding, state)
+
+
+def bytes_per_device(shardings: Mapping[Path, NamedSharding], layout: Mapping[Path, jax.ShapeDtypeStruct]) -> int:
+    """The parameter bytes each device holds: every device holds one shard of each parameter,
+    and `partition_spec` only splits dimensions evenly, so all shards of one are the same size.
+    Works on an `AbstractMesh` too (no devices needed)."""
+    return sum(
+        math.prod(shardings[path].shard_shape(abstract.shape)) * np.dtype(abstract.dtype).itemsize
+        for path, abstract in layout.items()
+    )

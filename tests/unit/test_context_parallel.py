@@ -1,0 +1,318 @@
+"""Context-parallel self-attention (Ulysses, ring) on 8 virtual CPU devices equals unsharded
+attention, moves data with the collectives its design names and never all-gathers q/k/v;
+a tiny Wan transformer with it as its self-attention equals the plain one.
+
+JAX fixes its device count when it starts, so the multi-device work runs once, in a
+subprocess that runs this file as a script with 8 virtual CPU devices and prints a JSON
+report (errors, output differences, facts about the compiled HLO); the tests assert on it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import traceback
+from typing import Any
+
+import numpy as np
+import pytest
+
+from wanjax.domain.sharding import MESH_AXES
+
+# fp32: Ulysses runs the same kernel on the same keys (measured max |diff| 0); ring sums the
+# keys per block, rescaled by the running max, in another order (measured 8e-7 on outputs of
+# magnitude ~1). A wrong block order, scale or head mapping gives differences of order 0.1.
+FP32_ATOL = 1e-5
+# bf16 inputs, bf16 output on both sides: probabilities are rounded to bf16 before the PV
+# matmul at different points; one bf16 ulp in [1, 2) is 7.8e-3.
+BF16_ATOL = 2e-2
+# The tiny transformer forward (fp32, 2 blocks): relative to max |reference| (~3), as the
+# parity tests measure it; differences are attention's rounding carried through the blocks.
+FORWARD_RTOL = 1e-5
+
+MESHES = {  # name -> sizes in MESH_AXES order
+    "8 context": (1, 1, 1, 8),
+    "2 data x 4 context": (2, 1, 1, 4),
+    "4 context x 2 tensor": (1, 1, 2, 4),
+    "2 fsdp x 2 tensor x 2 context": (1, 2, 2, 2),
+    "8 data (context 1)": (8, 1, 1, 1),
+}
+VARIANTS = ("ulysses", "ring")
+# The attention checks also fold each ring block in chunks: 4 keys at most, 3 of the 9 per device.
+ATTENTION_VARIANTS = (*VARIANTS, "ring, 4-key chunks")
+# q/k/v [B, S, N, H]: S = 72 is 9 tokens per device on 8 context devices (odd), H = 12.
+QKV_SHAPE = (8, 72, 8, 12)
+BF16_MESHES = ("4 context x 2 tensor",)  # the dtype path does not depend on the mesh
+FORWARD_LATENTS = (2, 2, 8, 8, 16)  # [B, F, H, W, C]: 2 x 4 x 4 = 32 tokens with patch (1, 2, 2)
+FORWARD_MESHES = ("8 context", "2 data x 4 context", "4 context x 2 tensor")
+
+
+# ---- the subprocess side ------------------------------------------------------------------
+
+
+def _mesh(name: str):
+    import jax
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()).reshape(MESHES[name]), MESH_AXES)
+
+
+def _attention(variant: str, mesh):
+    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+
+    if variant == "ulysses":
+        return UlyssesAttention(mesh)
+    return RingAttention(mesh, key_chunk=4 if variant == "ring, 4-key chunks" else None)
+
+
+def _collectives(hlo: str) -> dict[str, Any]:
+    """Which collectives the compiled HLO runs, and the result shapes of its all-gathers."""
+    gathered = re.findall(r"= \w+\[([\d,]*)\]\S* all-gather(?:-start)?\(", hlo)
+    ops = {op: op in hlo for op in ("all-to-all", "collective-permute", "all-gather", "all-reduce")}
+    return {**ops, "gathered": [[int(n) for n in dims.split(",")] for dims in gathered]}
+
+
+def _measure_attention(dtype_name: str, mesh_names: tuple[str, ...]) -> dict[str, Any]:
+    """Per mesh and variant: max |sharded - XlaAttention| and the collectives in the compiled HLO,
+    q/k/v placed in the layout the transformer's activations have."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import NamedSharding
+
+    from wanjax.adapters.jax.attention import XlaAttention
+    from wanjax.adapters.jax.context_parallel import QKV_SPEC
+
+    rng = np.random.default_rng(0)
+    q, k, v = (jnp.asarray(rng.standard_normal(QKV_SHAPE, np.float32), dtype_name) for _ in range(3))
+    reference = np.asarray(jax.jit(XlaAttention())(q, k, v), np.float32)
+    report = {}
+    for mesh_name in mesh_names:
+        mesh = _mesh(mesh_name)
+        placed = [jax.device_put(x, NamedSharding(mesh, QKV_SPEC)) for x in (q, k, v)]
+        for variant in ATTENTION_VARIANTS:
+            attend = jax.jit(_attention(variant, mesh))
+            out = attend(*placed)
+            report[f"{mesh_name} / {variant}"] = {
+                "max_diff": float(np.abs(np.asarray(out, np.float32) - reference).max()),
+                "dtype": str(out.dtype),
+                "out_spec_is_input_spec": out.sharding.spec == QKV_SPEC,
+                **_collectives(attend.lower(*placed).compile().as_text()),
+            }
+    return report
+
+
+def _error(call) -> dict[str, str] | None:
+    try:
+        call()
+    except Exception as error:  # noqa: BLE001  (the report names whatever was raised)
+        return {"type": type(error).__name__, "message": str(error)}
+    return None
+
+
+def _measure_errors() -> dict[str, Any]:
+    """The error each misfit of mesh and shapes raises (None: none raised)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh
+
+    def attend(variant: str, mesh_name: str, shape: tuple[int, int, int, int]):
+        x = jnp.zeros(shape, jnp.float32)
+        return lambda: jax.jit(_attention(variant, _mesh(mesh_name)))(x, x, x)
+
+    two_axes = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "context"))
+    return {
+        # 6 heads over context 4 x tensor 2 = 8; ring needs only tensor 2 | 6
+        "ulysses heads": _error(attend("ulysses", "4 context x 2 tensor", (2, 8, 6, 4))),
+        "ring heads ok": _error(attend("ring", "4 context x 2 tensor", (2, 8, 6, 4))),
+        "ring heads": _error(attend("ring", "4 context x 2 tensor", (2, 8, 3, 4))),
+        "ulysses sequence": _error(attend("ulysses", "8 context", (1, 12, 8, 4))),
+        "ring sequence": _error(attend("ring", "8 context", (1, 12, 8, 4))),
+        "ring batch": _error(attend("ring", "2 data x 4 context", (1, 8, 8, 4))),
+        "mesh axes": _error(lambda: _attention("ring", two_axes)),
+    }
+
+
+def _tiny_spec():
+    from wanjax.domain.specs import TransformerSpec
+
+    return TransformerSpec(
+        num_attention_heads=8, attention_head_dim=8, in_channels=16, out_channels=16, text_dim=32,
+        freq_dim=32, ffn_dim=64, num_layers=2, rope_max_seq_len=32,
+    )  # fmt: skip
+
+
+def _measure_forward() -> dict[str, Any]:
+    """A tiny Wan transformer (scanned blocks) whose self-attention is context-parallel, its
+    parameters replicated and its tokens pinned to the default activation layout (rows over
+    data x fsdp, tokens over context), against the same weights run plainly on one device:
+    max |diff| / max |reference| and the collectives of the compiled forward."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from wanjax.adapters.jax.sharding.activations import ActivationSharding
+    from wanjax.adapters.jax.transformer.model import WanTransformer
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.domain.sharding import DEFAULT_RULES
+
+    spec = _tiny_spec()
+    rng = np.random.default_rng(1)
+    latents = rng.standard_normal(FORWARD_LATENTS, np.float32)  # [B, F, H, W, C]
+    timestep = np.array([999.0, 500.0], np.float32)  # [B]
+    context = rng.standard_normal((2, 5, 32), np.float32)  # [B, L, text_dim]
+    plain = WanTransformer(spec, TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32), rngs=nnx.Rngs(0))
+    reference = np.asarray(nnx.jit(lambda m, *a: m(*a))(plain, latents, timestep, context))
+    report = {}
+    for mesh_name in FORWARD_MESHES:
+        mesh = _mesh(mesh_name)
+        for variant in VARIANTS:
+            runtime = TransformerRuntime(
+                dtype=jnp.float32,
+                param_dtype=jnp.float32,
+                self_attention=_attention(variant, mesh),
+                activation_sharding=ActivationSharding(mesh, DEFAULT_RULES),
+            )
+            model = WanTransformer(spec, runtime, rngs=nnx.Rngs(0))
+            nnx.update(model, nnx.state(plain))
+            graphdef, state = nnx.split(model)
+
+            @jax.jit
+            def forward(state, latents, timestep, context):
+                return nnx.merge(graphdef, state)(latents, timestep, context)
+
+            args = (state, latents, timestep, context)
+            out = np.asarray(forward(*args))
+            report[f"{mesh_name} / {variant}"] = {
+                "relative_diff": float(np.abs(out - reference).max() / np.abs(reference).max()),
+                **_collectives(forward.lower(*args).compile().as_text()),
+            }
+    return report
+
+
+def _report() -> dict[str, Any]:
+    import jax
+
+    assert len(jax.devices()) == 8, jax.devices()
+    parts = {
+        "fp32": lambda: _measure_attention("float32", tuple(MESHES)),
+        "bf16": lambda: _measure_attention("bfloat16", BF16_MESHES),
+    }
+    parts |= {"errors": _measure_errors, "forward": _measure_forward}
+    report = {}
+    for name, measure in parts.items():  # one failing part still reports the others
+        try:
+            report[name] = measure()
+        except Exception:  # noqa: BLE001
+            report[name] = {"crashed": traceback.format_exc()}
+    return report
+
+
+# ---- the test side ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def _part(report: dict[str, Any], name: str) -> dict[str, Any]:
+    part = report[name]
+    assert "crashed" not in part, part.get("crashed")
+    return part
+
+
+CASES = [(mesh, variant) for mesh in MESHES for variant in ATTENTION_VARIANTS]
+
+
+@pytest.mark.parametrize("mesh, variant", CASES)
+def test_equals_unsharded_attention_fp32(report, mesh, variant):
+    case = _part(report, "fp32")[f"{mesh} / {variant}"]
+    assert case["dtype"] == "float32" and case["out_spec_is_input_spec"]
+    assert case["max_diff"] <= FP32_ATOL, case
+
+
+@pytest.mark.parametrize("mesh, variant", [(m, v) for m in BF16_MESHES for v in ATTENTION_VARIANTS])
+def test_equals_unsharded_attention_bf16(report, mesh, variant):
+    case = _part(report, "bf16")[f"{mesh} / {variant}"]
+    assert case["dtype"] == "bfloat16"
+    assert case["max_diff"] <= BF16_ATOL, case
+
+
+@pytest.mark.parametrize("mesh, variant", CASES)
+def test_moves_data_with_its_own_collective_and_never_gathers(report, mesh, variant):
+    case = _part(report, "fp32")[f"{mesh} / {variant}"]
+    split = MESHES[mesh][MESH_AXES.index("context")] > 1
+    own, other = ("all-to-all", "collective-permute") if variant == "ulysses" else ("collective-permute", "all-to-all")
+    assert case[own] == split, case  # a context axis of 1 is a no-op
+    assert not case[other] and not case["all-gather"] and not case["all-reduce"], case
+
+
+def test_indivisible_heads_name_the_mesh_and_the_fix(report):
+    errors = _part(report, "errors")
+    ulysses = errors["ulysses heads"]
+    assert ulysses["type"] == "ConfigError"
+    assert "6 attention heads" in ulysses["message"] and "context=4 x tensor=2 = 8" in ulysses["message"]
+    assert "ring" in ulysses["message"]
+    assert errors["ring heads ok"] is None  # ring splits the heads over tensor only
+    ring = errors["ring heads"]
+    assert ring["type"] == "ConfigError" and "3 attention heads over tensor=2," in ring["message"]
+
+
+def test_indivisible_sequence_or_batch_names_the_sizes(report):
+    errors = _part(report, "errors")
+    for variant in VARIANTS:
+        error = errors[f"{variant} sequence"]
+        assert error["type"] == "InvalidRequestError" and "12 query tokens over context=8" in error["message"]
+    batch = errors["ring batch"]
+    assert batch["type"] == "InvalidRequestError" and "batch of 1 over data x fsdp = 2" in batch["message"]
+
+
+def test_mesh_without_the_named_axes_is_a_config_error(report):
+    error = _part(report, "errors")["mesh axes"]
+    assert error["type"] == "ConfigError" and "missing ['fsdp', 'tensor']" in error["message"]
+
+
+@pytest.mark.parametrize("mesh, variant", [(m, v) for m in FORWARD_MESHES for v in VARIANTS])
+def test_transformer_with_context_parallel_self_attention_equals_plain(report, mesh, variant):
+    case = _part(report, "forward")[f"{mesh} / {variant}"]
+    assert case["relative_diff"] <= FORWARD_RTOL, case
+    own = "all-to-all" if variant == "ulysses" else "collective-permute"
+    assert case[own], case
+    # Tokens stay split from the patch embedding to the head: nothing but (pieces of) the
+    # velocity output [B, F, H, W, C] is gathered, to return it whole; never q/k/v [B, S, N, H]
+    # nor the token stream [B, S, D]. (With tensor > 1 the replicated output projection sums
+    # its head halves: an all-reduce, not a gather.)
+    assert all(len(dims) == 5 and dims[2:] == list(FORWARD_LATENTS[2:]) for dims in case["gathered"]), case
+
+
+def _one_device_mesh():
+    import jax
+    from jax.sharding import Mesh
+
+    return Mesh(np.array(jax.devices()[:1]).reshape(1, 1, 1, 1), MESH_AXES)
+
+
+def test_key_alignment_is_the_local_kernels_for_ulysses_and_none_for_ring():
+    from wanjax.adapters.jax.attention import XlaAttention
+    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+
+    assert UlyssesAttention(_one_device_mesh(), XlaAttention(key_alignment=128)).key_alignment == 128
+    assert RingAttention(_one_device_mesh()).key_alignment == 1
+
+
+def test_ring_key_chunk_must_be_positive():
+    from wanjax.adapters.jax.context_parallel import RingAttention
+    from wanjax.domain.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="key_chunk=0: must be a positive key count"):
+        RingAttention(_one_device_mesh(), key_chunk=0)
+
+
+if __name__ == "__main__":
+    print(json.dumps(_report()))
