@@ -68,7 +68,8 @@ decode = nnx.jit(WanVAE.decode)
 encode = nnx.jit(WanVAE.encode)
 
 
-@pytest.mark.parametrize(("latent_frames", "chunk"), [(1, 1), (2, 3), (4, 1), (4, 3), (7, 2), (7, 4)])
+# one frame; a chunk longer than the video; chunks that divide the frames after the first; a padded last chunk
+@pytest.mark.parametrize(("latent_frames", "chunk"), [(1, 1), (2, 3), (4, 1), (7, 4)])
 def test_scanned_decode_equals_unrolled_and_diffusers(models: Models, latent_frames: int, chunk: int) -> None:
     z = models.latents(latent_frames)
     unrolled = np.asarray(decode(models.load(), to_ours(z)))
@@ -80,7 +81,8 @@ def test_scanned_decode_equals_unrolled_and_diffusers(models: Models, latent_fra
     np.testing.assert_allclose(to_torch_layout(scanned), expected, rtol=0, atol=REF_ATOL)
 
 
-@pytest.mark.parametrize(("frames", "chunk"), [(1, 4), (5, 8), (9, 4), (13, 8), (17, 8)])
+# the first frame alone; chunks that divide the frames after it; a padded last chunk
+@pytest.mark.parametrize(("frames", "chunk"), [(1, 4), (9, 4), (13, 8)])
 def test_scanned_encode_equals_unrolled_and_diffusers(models: Models, frames: int, chunk: int) -> None:
     space = models.spec.spatial_compression
     video = models.video(frames, 2 * space, 3 * space)
