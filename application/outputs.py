@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wanjax.domain.caching.calibration import CalibratedCurve
 from wanjax.domain.errors import InvalidRequestError
 
 VIDEO_SUFFIXES = (".mp4", ".npy")
@@ -38,3 +39,17 @@ def write_output(array: np.ndarray, path: Path, fps: int) -> None:
         return
     for video, target in zip(array, output_paths(path, len(array)), strict=True):
         Mp4Sink().write(video, target, fps)
+
+
+def calibration_path(path: Path) -> Path:
+    """Where a calibration run's MagCache curve goes: beside the output, NAME.magcache.yaml."""
+    return path.with_name(f"{path.stem}.magcache.yaml")
+
+
+def write_calibration(curve: CalibratedCurve, path: Path, title: str) -> None:
+    """The curve as preset lines (`curve.preset_fragment`), written atomically to `path`."""
+    from wanjax.adapters.media.atomic import atomic_path
+
+    with atomic_path(path) as temporary:
+        temporary.write_text(curve.preset_fragment(title))
+

@@ -11,6 +11,8 @@ import numpy as np
 
 from wanjax.application.prompts import encode_prompts
 from wanjax.domain.batch import shared_request
+from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
+from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning, ImageConditioning, first_frame_mask
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
@@ -27,11 +29,17 @@ OUTPUT_TYPES = ("frames", "latent")
 
 @attrs.frozen
 class GenerationResult:
-    """Frames [B, F, H, W, 3] uint8, or (output_type "latent") latents [B, C, F', H', W'] float32."""
+    """Frames [B, F, H, W, 3] uint8, or (output_type "latent") latents [B, C, F', H', W'] float32.
+
+    cache_report: what each denoising step ran under the request's cache policy.
+    calibration: with magcache_calibration, the MagCache curve this run measured.
+    """
 
     array: np.ndarray
     output_type: str
     trace: TimingTrace
+    cache_report: CacheRunReport | None = None
+    calibration: CalibratedCurve | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -175,14 +183,18 @@ class GenerationService:
             model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
         with trace.span("denoise"):
             latents = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
+        report = model.denoiser.last_run
+        calibration = None
+        if request.cache.magcache_calibration:
+            calibration = calibrate_curve(report.residual_norms, plan.experts)
         if output_type == "latent":
-            return GenerationResult(geometry.to_diffusers_layout(np.asarray(latents)), output_type, trace)
-
-        with trace.span("compile"):
-            model.autoencoder.prepare(latents)
-        with trace.span("vae_decode"):
-            frames = model.autoencoder.decode_to_uint8(latents)
-        return GenerationResult(frames, output_type, trace)
+            array = geometry.to_diffusers_layout(np.asarray(latents))
+        else:
+            with trace.span("compile"):
+                model.autoencoder.prepare(latents)
+            with trace.span("vae_decode"):
+                array = model.autoencoder.decode_to_uint8(latents)
+        return GenerationResult(array, output_type, trace, cache_report=report, calibration=calibration)
 
     def _image_conditioning(
         self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 
@@ -38,6 +39,11 @@ class Denoiser(Protocol):
     Latents are [B, F', H', W', C] (channels last); `context` and `negative_context`
     are text embeddings [B, L, D]; `negative_context` is None when guidance is off.
     """
+
+    @property
+    def last_run(self) -> CacheRunReport | None:
+        """What each step of the last `denoise` ran under its cache plan (None before one)."""
+        ...
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> Any:
         """Standard normal initial latents, the same for the same seed on every run."""

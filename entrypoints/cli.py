@@ -124,7 +124,13 @@ def _generate(args: argparse.Namespace) -> int:
     from wanjax.adapters.media.images import read_image
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
-    from wanjax.application.outputs import check_output_path, output_paths, write_output
+    from wanjax.application.outputs import (
+        calibration_path,
+        check_output_path,
+        output_paths,
+        write_calibration,
+        write_output,
+    )
     from wanjax.application.presets import resolve_config
 
     config = resolve_config(args.model, _overrides(args))
@@ -151,10 +157,18 @@ def _generate(args: argparse.Namespace) -> int:
     if not is_primary():
         print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
         return 0
+    written = output_paths(args.out, len(result.array))
     write_output(result.array, args.out, config.fps)
+    if result.calibration is not None:
+        written.append(calibration_path(args.out))
+        title = f"{config.model}, {config.dtype}, {request.num_inference_steps} steps, flow_shift {request.flow_shift}"
+        write_calibration(result.calibration, written[-1], title)
     if not args.quiet:
         print(result.trace.summary())
-    print("\n".join(f"wrote {path}" for path in output_paths(args.out, len(result.array))))
+        if request.cache.policy != "none":
+            report = result.cache_report
+            print(f"cache_policy={request.cache.policy}: {report.steps_skipped} of {report.num_steps} steps skipped")
+    print("\n".join(f"wrote {path}" for path in written))
     return 0
 
 

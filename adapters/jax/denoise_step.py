@@ -1,22 +1,47 @@
 """One denoising step, shared by the Python loop and the scan loop: the transformer pass
-(conditional and unconditional rows in one batch), classifier-free guidance, the solver update.
+(conditional and unconditional rows in one batch), classifier-free guidance, the solver update,
+and whatever the cache plan skips.
 
 Everything fixed for a generation (text K/V or embeddings, image conditioning, RoPE tables)
 arrives as one `StepInputs` pytree, built once before the loop; the per-step values (solver
-row, timestep, guidance scale) and the expert's weights are arguments. So one executable
-serves every step, expert, prompt, seed and guidance value.
+row, timestep, guidance scale, the cache plan's flags) and the expert's weights are arguments.
+So one executable serves every step, expert, prompt, seed, guidance value and cache schedule.
+
+Cache policies (docs/caching.md, "Device semantics") skip work with `lax.cond`, so a skipped
+transformer pass or block stack is not executed: MagCache and TeaCache skip the blocks and add
+their cached residual (patch embedding, time embedding and head still run); the CFG cache runs
+the conditional rows only; SenCache reuses the last guided prediction. The state they need is
+carried in a `CacheState` whose structure follows the features the plan uses (none: nothing).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from wanjax.adapters.jax.cache_rules import (
+    estimate_unconditional,
+    residual_norms,
+    sencache_decision,
+    teacache_decision,
+)
+from wanjax.adapters.jax.cache_state import (
+    CacheControls,
+    CacheShapes,
+    CacheState,
+    GuidanceCache,
+    ResidualCache,
+    SenCacheState,
+    StepReport,
+)
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
-from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
@@ -46,36 +71,217 @@ def text_batch(text: TextInput) -> int:
     return text.text_k.shape[1] if isinstance(text, CrossAttentionKV) else text.shape[0]
 
 
-def guided_step(
+class StepValues(NamedTuple):
+    """One step's plan values ([] each, the row's window [K]); stacked [S] for the scan."""
+
+    row: StepCoefficients
+    timestep: jax.Array  # float32: t_i in 0..1000
+    guidance_scale: jax.Array  # float32
+    expert: jax.Array  # int32: which expert's weights `params` are
+
+
+def denoise_step(
     graphdef: nnx.GraphDef,
     params: nnx.State,
     state: SolverState,
-    row: StepCoefficients,
-    timestep: jax.Array,
-    guidance_scale: jax.Array,
+    cache: CacheState,
+    values: StepValues,
+    controls: CacheControls,
     text: TextInput,
     conditioning: Conditioning,
     rope: RopeTables,
-) -> SolverState:
-    """One step from state.sample [B, F', H', W', C]; the solver runs in the state's dtype (scheduler_dtype)."""
-    model = nnx.merge(graphdef, params)
+) -> tuple[SolverState, CacheState, StepReport]:
+    """One step from state.sample [B, F', H', W', C] under this step's cache `controls` (one
+    step's values); the solver runs in the state's dtype (scheduler_dtype). With `NO_CACHE`
+    and an empty `cache` this is the plain step: nothing carried, nothing reported."""
+    step = functools.partial(
+        _guided_velocity, graphdef, values=values, controls=controls, text=text, conditioning=conditioning, rope=rope
+    )
     x = state.sample
+    if cache.sen is None:
+        velocity, cache, report = step(params, x, cache)
+    else:
+        velocity, cache, report = _with_sencache(step, params, x, cache, values, controls)
+    return solver_step(state, velocity.astype(x.dtype), values.row.astype(x.dtype)), cache, report
+
+
+def cache_shapes(
+    model: WanTransformer, sample: jax.ShapeDtypeStruct, copies: int, conditioning: Conditioning
+) -> CacheShapes:
+    """The sizes of the state the loops carry for a sample [B, F', H', W', C] (its dtype the
+    scheduler's)."""
+    tokens = math.prod(model.token_grid((*sample.shape[:-1], model.spec.in_channels)))
+    return CacheShapes(
+        latents=tuple(sample.shape),
+        copies=copies,
+        tokens=tokens,
+        time_tokens=1 if conditioning.first_frame is None else tokens,
+        width=model.spec.inner_dim,
+        activation_dtype=model.dtype,
+        scheduler_dtype=sample.dtype,
+    )
+
+
+def _with_sencache(
+    step: Callable[..., tuple[jax.Array, CacheState, StepReport]],
+    params: nnx.State,
+    x: jax.Array,
+    cache: CacheState,
+    values: StepValues,
+    controls: CacheControls,
+) -> tuple[jax.Array, CacheState, StepReport]:
+    """SenCache around the guided prediction: the last one reused (no transformer at all)
+    while the drift since it was computed stays under the threshold."""
+    sen = cache.sen
+    may_reuse = ~controls.steps.force_compute & (sen.expert == values.expert)
+    reuse, after_reuse = sencache_decision(sen, controls.rule, x, values.timestep, may_reuse)
+
+    def reused(params: nnx.State, cache: CacheState) -> tuple[jax.Array, CacheState]:
+        return sen.velocity, cache._replace(sen=after_reuse)
+
+    def computed(params: nnx.State, cache: CacheState) -> tuple[jax.Array, CacheState]:
+        velocity, cache, _ = step(params, x, cache)
+        velocity = velocity.astype(sen.velocity.dtype)
+        zero = jnp.float32(0.0)
+        reference = SenCacheState(velocity, x, values.timestep / 1000.0, zero, zero, jnp.int32(0), values.expert)
+        return velocity, cache._replace(sen=reference)
+
+    velocity, cache = jax.lax.cond(reuse, reused, computed, params, cache)
+    return velocity, cache, StepReport(transformer=~reuse)
+
+
+def _guided_velocity(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    x: jax.Array,
+    cache: CacheState,
+    *,
+    values: StepValues,
+    controls: CacheControls,
+    text: TextInput,
+    conditioning: Conditioning,
+    rope: RopeTables,
+) -> tuple[jax.Array, CacheState, StepReport]:
+    """The guided velocity [B, F', H', W', C] float32 at x; with the CFG cache, on its steps,
+    from the conditional rows alone."""
+    model = _merged(graphdef, params)
     copies = text_batch(text) // x.shape[0]
     x_in = with_first_frame(x, conditioning.first_frame).astype(model.dtype)
     if conditioning.extra_channels is not None:
         x_in = jnp.concatenate([x_in, conditioning.extra_channels.astype(model.dtype)], axis=-1)
-    x_in = jnp.concatenate([x_in] * copies)  # [copies * B, F', H', W', C_in]
-    t = _timesteps(model, x, timestep, conditioning, copies)
-    if isinstance(text, CrossAttentionKV):
-        velocity = model(x_in, t, cache=text, rope=rope)
-    else:
-        image_context = conditioning.image_context
-        image_context = None if image_context is None else image_context.astype(model.dtype)
-        velocity = model(x_in, t, text.astype(model.dtype), image_context=image_context, rope=rope)
-    if copies == 2:  # velocity [2B, ...] fp32, conditional rows first
+    t = _timesteps(model, x, values.timestep, conditioning, copies)  # [copies * B] or [copies * B, S]
+    image_context = conditioning.image_context
+    image_context = None if image_context is None else image_context.astype(model.dtype)
+    run = functools.partial(_transformer_pass, graphdef, x_in=x_in, rope=rope, expert=values.expert, controls=controls)
+    if cache.guidance is None:
+        velocity, cache, report = run(params, cache, t=t, text=text, image_context=image_context)
+        if copies == 2:  # conditional rows first
+            velocity = _guidance(*jnp.split(velocity, 2), values.guidance_scale)
+        return velocity, cache, report
+
+    def both_passes(params: nnx.State, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
+        velocity, cache, _ = run(params, cache, t=t, text=text, image_context=image_context)
         conditional, unconditional = jnp.split(velocity, 2)
-        velocity = unconditional + guidance_scale * (conditional - unconditional)
-    return solver_step(state, velocity.astype(x.dtype), row.astype(x.dtype))
+        difference = GuidanceCache(unconditional - conditional, values.expert)  # [B, F', H', W', C] float32
+        return conditional, unconditional, cache._replace(guidance=difference)
+
+    def conditional_pass(params: nnx.State, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
+        rows = x.shape[0]
+        cond_text = jax.tree.map(lambda a: a[:, :rows], text) if isinstance(text, CrossAttentionKV) else text[:rows]
+        cond_image = None if image_context is None else image_context[:rows]
+        conditional, cache, _ = run(params, cache, t=t[:rows], text=cond_text, image_context=cond_image)
+        weights = controls.steps.cfg_weights
+        return conditional, estimate_unconditional(conditional, cache.guidance.difference, weights), cache
+
+    cond_only = controls.steps.cond_only & (cache.guidance.expert == values.expert)
+    conditional, unconditional, cache = jax.lax.cond(cond_only, conditional_pass, both_passes, params, cache)
+    return _guidance(conditional, unconditional, values.guidance_scale), cache, StepReport(unconditional=~cond_only)
+
+
+def _transformer_pass(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    cache: CacheState,
+    *,
+    x_in: jax.Array,
+    t: jax.Array,
+    text: TextInput,
+    image_context: jax.Array | None,
+    rope: RopeTables,
+    expert: jax.Array,
+    controls: CacheControls,
+) -> tuple[jax.Array, CacheState, StepReport]:
+    """The transformer on x_in [B, F', H', W', C_in] repeated for the rows of `text` (conditional
+    first) -> velocity [rows, F', H', W', C_out] float32. With a residual cache, its blocks are
+    skipped (their cached residual added) on the steps the plan or TeaCache reuse."""
+    model = _merged(graphdef, params)
+    copies = text_batch(text) // x_in.shape[0]
+    grid = model.token_grid(x_in.shape)
+    tokens, time = model.embed(jnp.concatenate([x_in] * copies), t)  # [rows, S, D]
+    blocks = functools.partial(_blocks, graphdef, text=text, image_context=image_context, rope=rope)
+    if not controls.tracks_residual:
+        out = blocks(params, tokens, time.temb6)
+        norms = residual_norms(out - tokens, copies) if controls.calibrate else None
+        return model.head(out, time, grid), cache, StepReport(residual_norms=norms)
+
+    reuse, cache = _reuses_residual(cache, controls, time, expert)
+    residual = cache.residual.residual
+
+    def reused(params: nnx.State, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
+        return tokens + residual, residual
+
+    def computed(params: nnx.State, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
+        out = blocks(params, tokens, temb6)
+        return out, out - tokens
+
+    out, residual = jax.lax.cond(reuse, reused, computed, params, tokens, time.temb6)
+    cache = cache._replace(residual=ResidualCache(residual, expert))
+    return model.head(out, time, grid), cache, StepReport(blocks=~reuse)
+
+
+def _reuses_residual(
+    cache: CacheState, controls: CacheControls, time: TimeEmbedding, expert: jax.Array
+) -> tuple[jax.Array, CacheState]:
+    """Whether the blocks are skipped: as the plan says (MagCache), or by TeaCache's measure;
+    never with a residual another expert (or no step yet) computed."""
+    same_expert = cache.residual.expert == expert
+    if cache.tea is None:
+        return controls.steps.reuse_residual & same_expert, cache
+    rule = controls.rule
+    measured = (time.temb6 if rule.input_is_modulation else time.temb).astype(jnp.float32)
+    may_reuse = ~controls.steps.force_compute & same_expert
+    reuse, tea = teacache_decision(cache.tea, rule, measured, may_reuse)
+    return reuse, cache._replace(tea=tea)
+
+
+def _blocks(
+    graphdef: nnx.GraphDef,
+    params: nnx.State,
+    tokens: jax.Array,
+    temb6: jax.Array,
+    *,
+    text: TextInput,
+    image_context: jax.Array | None,
+    rope: RopeTables,
+) -> jax.Array:
+    """tokens [rows, S, D] through every block; the cross-attention K/V from the cache, or
+    computed here from the text embeddings (and image tokens)."""
+    model = _merged(graphdef, params)
+    if isinstance(text, CrossAttentionKV):
+        return model.run_blocks(tokens, text, temb6, rope)
+    kv = model.cross_attention_kv(text.astype(model.dtype), image_context)  # [layers, rows, L, N, H] ...
+    return model.run_blocks(tokens, kv, temb6, rope)
+
+
+def _merged(graphdef: nnx.GraphDef, params: nnx.State) -> WanTransformer:
+    """The model in the current trace: nnx's transforms (the layer scan) refuse Variables made
+    in an outer one (a lax.cond branch, a lax.switch branch, the loop's scan)."""
+    return nnx.merge(graphdef, jax.tree.map(lambda a: a, params))
+
+
+def _guidance(conditional: jax.Array, unconditional: jax.Array, scale: jax.Array) -> jax.Array:
+    """Classifier-free guidance of the two predictions [B, ...] float32."""
+    return unconditional + scale * (conditional - unconditional)
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:

@@ -5,7 +5,8 @@ block for the conditional and unconditional prompts (`use_kv_cache`), and the Ro
 of the latent shape. Then either a Python loop over one compiled step (per-step progress;
 any step count, shift, guidance scale or expert switch runs without recompiling: Wan 2.2's
 experts share one architecture, so their weights are just arguments) or, with
-`scan_diffusion_loop`, one compiled `lax.scan` over all steps (`scan_loop`).
+`scan_diffusion_loop`, one compiled `lax.scan` over all steps (`scan_loop`). Both execute the
+plan's `CachePlan` with the same step (`denoise_step`); `last_run` reports what ran.
 """
 
 from __future__ import annotations
@@ -20,12 +21,22 @@ import numpy as np
 from flax import nnx
 from jax.typing import DTypeLike
 
+from wanjax.adapters.jax.cache_report import run_report, stacked
+from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport, initial_cache_state
 from wanjax.adapters.jax.compiled import CompiledFunction
-from wanjax.adapters.jax.denoise_step import StepInputs, guided_step, with_first_frame
+from wanjax.adapters.jax.denoise_step import (
+    StepInputs,
+    StepValues,
+    cache_shapes,
+    denoise_step,
+    text_batch,
+    with_first_frame,
+)
 from wanjax.adapters.jax.scan_loop import PlanArrays, scan_denoise
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
+from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import StepCallback
@@ -51,6 +62,7 @@ class JaxDenoiser:
 
     def __init__(self, experts: Sequence[WanTransformer], options: DenoiserOptions = DenoiserOptions()) -> None:
         self._graphdef = nnx.graphdef(experts[0])
+        self._architecture = experts[0]  # read for shapes and dtypes only
         self._params = tuple(nnx.split(expert)[1] for expert in experts)
         self._rope_tables = experts[0].rope_tables
         self._in_channels = experts[0].spec.in_channels
@@ -59,12 +71,18 @@ class JaxDenoiser:
         self._cross_kv = CompiledFunction(self._cross_attention_kv)
         self._step = CompiledFunction(self._guided_step)
         self._loop = CompiledFunction(self._scan_loop)
+        self._last_run: CacheRunReport | None = None
 
     @property
     def num_compiled(self) -> int:
         """Denoising executables compiled so far: one per latent/context shape whatever the expert
         (and, with scan_diffusion_loop, per step count); the KV-cache builder is not counted."""
         return self._step.num_compiled + self._loop.num_compiled
+
+    @property
+    def last_run(self) -> CacheRunReport | None:
+        """What each step of the last `denoise` executed under its cache plan (None before one)."""
+        return self._last_run
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> jax.Array:
         return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
@@ -82,7 +100,7 @@ class JaxDenoiser:
         if self._options.scan_diffusion_loop:
             self._loop.prepare(self._params, state, PlanArrays.of(plan), inputs)
         else:
-            self._step.prepare(*self._step_args(state, plan, 0, inputs))
+            self._step.prepare(*self._step_args(state, plan, 0, inputs, self._initial_cache(plan, state, inputs)))
 
     def denoise(
         self,
@@ -96,14 +114,18 @@ class JaxDenoiser:
         inputs = self._inputs(jnp.shape(latents), context, negative_context, conditioning, abstract=False)
         state = self._initial_state(plan, latents)
         if self._options.scan_diffusion_loop:
-            state = self._loop(self._params, state, PlanArrays.of(plan), inputs)
+            state, report = self._loop(self._params, state, PlanArrays.of(plan), inputs)
             if on_step is not None:
                 on_step(plan.num_steps, plan.num_steps)
         else:
+            cache, reports = self._initial_cache(plan, state, inputs), []
             for i in range(plan.num_steps):
-                state = self._step(*self._step_args(state, plan, i, inputs))
+                state, cache, step_report = self._step(*self._step_args(state, plan, i, inputs, cache))
+                reports.append(step_report)
                 if on_step is not None:
                     on_step(i + 1, plan.num_steps)
+            report = stacked(reports)
+        self._last_run = run_report(report, plan.num_steps, plan.uses_guidance)
         sample = with_first_frame(state.sample, inputs.conditioning.first_frame)
         return jax.block_until_ready(sample.astype(jnp.float32))
 
@@ -137,12 +159,20 @@ class JaxDenoiser:
             text = tuple(self._cross_kv(p, contexts, image_context) for p in self._params)
         return StepInputs(text, c._replace(image_context=None), rope)
 
-    def _step_args(self, state: SolverState, plan: SamplingPlan, i: int, inputs: StepInputs) -> tuple[Any, ...]:
+    def _initial_cache(self, plan: SamplingPlan, state: SolverState, inputs: StepInputs) -> CacheState:
+        copies = text_batch(inputs.text[0]) // state.sample.shape[0]
+        shapes = cache_shapes(self._architecture, state.sample, copies, inputs.conditioning)
+        return initial_cache_state(CacheControls.of(plan.cache), shapes)
+
+    def _step_args(
+        self, state: SolverState, plan: SamplingPlan, i: int, inputs: StepInputs, cache: CacheState = CacheState()
+    ) -> tuple[Any, ...]:
+        """The Python loop's step i; `cache` as the previous step left it (empty for a dense plan)."""
         expert = plan.experts[i]
-        row = plan.solver.row(i)
+        values = StepValues(plan.solver.row(i), plan.timesteps[i], plan.guidance_scales[i], np.int32(expert))
+        controls = CacheControls.of(plan.cache).at(i)
         return (
-            self._params[expert], state, row, plan.timesteps[i], plan.guidance_scales[i],
-            inputs.text[expert], inputs.conditioning, inputs.rope,
+            self._params[expert], state, cache, values, controls, inputs.text[expert], inputs.conditioning, inputs.rope,
         )  # fmt: skip
 
     def _cross_attention_kv(
@@ -152,12 +182,12 @@ class JaxDenoiser:
         image_context = None if image_context is None else image_context.astype(self._dtype)
         return model.cross_attention_kv(contexts.astype(self._dtype), image_context)
 
-    def _guided_step(self, params: nnx.State, state: SolverState, *args: Any) -> SolverState:
-        return guided_step(self._graphdef, params, state, *args)
+    def _guided_step(self, params: nnx.State, *args: Any) -> tuple[SolverState, CacheState, StepReport]:
+        return denoise_step(self._graphdef, params, *args)
 
     def _scan_loop(
         self, params: tuple[nnx.State, ...], state: SolverState, steps: PlanArrays, inputs: StepInputs
-    ) -> SolverState:
+    ) -> tuple[SolverState, StepReport]:
         return scan_denoise(self._graphdef, params, state, steps, inputs)
 
 

@@ -1,7 +1,8 @@
 """The whole denoising loop as one `jax.lax.scan` (config `scan_diffusion_loop`).
 
 The scan runs over the plan's per-step arrays (solver rows, timesteps, guidance scales,
-expert indices) and carries the solver state; Wan 2.2's expert switch is a `lax.switch`
+expert indices, cache flags) and carries the solver state and the cache state; what each
+step ran comes out as the scan's per-step output. Wan 2.2's expert switch is a `lax.switch`
 on the step's expert index, each branch running the shared step with its own expert's
 weights and text K/V. One dispatch runs all S steps, with no host round trip between
 them; the price is no per-step progress, and a new step count compiles a new loop (the
@@ -10,6 +11,7 @@ Python loop, the default, compiles once for any step count).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -18,18 +20,21 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.denoise_step import StepInputs, guided_step
+from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport, initial_cache_state
+from wanjax.adapters.jax.denoise_step import StepInputs, StepValues, cache_shapes, denoise_step, text_batch
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
 
 
 class PlanArrays(NamedTuple):
-    """A SamplingPlan's per-step values, stacked for `lax.scan`: [S] each ([S, K] in the rows)."""
+    """A SamplingPlan's per-step values, stacked for `lax.scan`: [S] each ([S, K] in the rows),
+    and its cache plan's controls."""
 
     rows: StepCoefficients
     timesteps: jax.Array  # [S] float32
     guidance_scales: jax.Array  # [S] float32
     experts: jax.Array  # [S] int32
+    cache: CacheControls
 
     @classmethod
     def of(cls, plan: SamplingPlan) -> PlanArrays:
@@ -38,6 +43,7 @@ class PlanArrays(NamedTuple):
             timesteps=jnp.asarray(plan.timesteps, jnp.float32),
             guidance_scales=jnp.asarray(plan.guidance_scales, jnp.float32),
             experts=jnp.asarray(plan.experts, jnp.int32),
+            cache=CacheControls.of(plan.cache),
         )
 
 
@@ -47,21 +53,29 @@ def scan_denoise(
     state: SolverState,
     steps: PlanArrays,
     inputs: StepInputs,
-) -> SolverState:
-    """All steps of `steps` from `state`; params[e] and inputs.text[e] belong to expert e."""
+) -> tuple[SolverState, StepReport]:
+    """All steps of `steps` from `state`; params[e] and inputs.text[e] belong to expert e.
+    Returns the final state and what each step ran (fields [S])."""
+    controls = steps.cache
+    model = nnx.merge(graphdef, params[0])  # read for its shapes only
+    copies = text_batch(inputs.text[0]) // state.sample.shape[0]
+    cache = initial_cache_state(controls, cache_shapes(model, state.sample, copies, inputs.conditioning))
 
-    def expert_step(expert: int, state: SolverState, row, timestep, scale) -> SolverState:
-        # Rebuilt here: nnx's transforms (the layer scan) refuse Variables made in an outer trace.
-        weights = jax.tree.map(lambda a: a, params[expert])
-        return guided_step(
-            graphdef, weights, state, row, timestep, scale, inputs.text[expert], inputs.conditioning, inputs.rope
-        )
+    def expert_step(expert: int, carry: tuple[SolverState, CacheState], values: StepValues, step_controls):
+        state, cache = carry
+        state, cache, report = denoise_step(
+            graphdef, params[expert], state, cache, values, step_controls, inputs.text[expert],
+            inputs.conditioning, inputs.rope,
+        )  # fmt: skip
+        return (state, cache), report
 
     branches = [functools.partial(expert_step, e) for e in range(len(params))]
 
-    def body(state: SolverState, step: tuple) -> tuple[SolverState, None]:
-        row, timestep, scale, expert = step
-        return jax.lax.switch(expert, branches, state, row, timestep, scale), None
+    def body(carry: tuple[SolverState, CacheState], step: tuple) -> tuple[tuple[SolverState, CacheState], StepReport]:
+        values, per_step = step
+        step_controls = dataclasses.replace(controls, steps=per_step)
+        return jax.lax.switch(values.expert, branches, carry, values, step_controls)
 
-    state, _ = jax.lax.scan(body, state, (steps.rows, steps.timesteps, steps.guidance_scales, steps.experts))
-    return state
+    values = StepValues(steps.rows, steps.timesteps, steps.guidance_scales, steps.experts)
+    (state, _), reports = jax.lax.scan(body, (state, cache), (values, controls.steps))
+    return state, reports

@@ -1,0 +1,199 @@
+"""Cache plans executed end to end by the JAX denoiser: the Python loop and the scan loop give
+the same latents and run the same steps under every policy (one and two experts, T2V, I2V,
+TI2V); a rule that never fires is bitwise the dense run; a residual or CFG difference of the
+other expert is never used; changing plan values compiles nothing; a reused step is exactly
+head(embed(x) + cached residual); calibration records the residual norms of the real blocks.
+
+Tiny random transformers (2 layers, fp32) on latents [1, 3, 4, 6, 16], 8 UniPC steps with
+guidance. Loop tolerance as tests/unit/test_denoise_loops.py: max|a - b| <= 1e-5 * max|b|
+(measured: bit-identical on this CPU), and the per-step reports must match exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from denoiser_cases import CASES, LATENTS, Case, assert_close, case_experts, case_inputs, case_plan
+
+from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.plan import LOW_NOISE, plan_sampling
+from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.scheduling import solver_step
+
+RELATIVE_TOLERANCE = 1e-5
+STEPS = 8
+
+
+def _steps(*indices: int) -> np.ndarray:
+    flags = np.zeros(STEPS, bool)
+    flags[list(indices)] = True
+    return flags
+
+
+def _policies(experts: np.ndarray) -> dict[str, CachePlan]:
+    """One plan per policy, its forced steps at the start, the end and each expert's first step."""
+    dense = CachePlan.dense(STEPS)
+    first_of_expert = np.flatnonzero(np.diff(experts, prepend=-1))
+    forced = _steps(0, STEPS - 1, *first_of_expert)
+    return {
+        "magcache": attrs.evolve(dense, reuse_residual=_steps(2, 3, 5, 6) & ~forced),
+        "cfg_cache": attrs.evolve(
+            dense, cond_only=_steps(2, 3, 5, 6) & ~forced, cfg_weights=np.tile([1.2, 1.0], (STEPS, 1))
+        ),
+        "teacache": attrs.evolve(
+            dense, rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=forced
+        ),
+        "teacache-e": attrs.evolve(
+            dense,
+            rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0), input_is_modulation=False),
+            force_compute=forced,
+        ),
+        "sencache": attrs.evolve(
+            dense, rule=SenCacheRule(threshold=2.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=forced
+        ),
+        "calibration": attrs.evolve(dense, calibrate=True),
+    }
+
+
+def _run(denoiser: JaxDenoiser, case: Case, cache: CachePlan) -> np.ndarray:
+    latents, context, negative = case_inputs()
+    plan = attrs.evolve(case_plan(case.experts, STEPS), cache=cache)
+    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning))
+
+
+LOOP_MATRIX = [
+    ("t2v", policy) for policy in ("magcache", "cfg_cache", "teacache", "teacache-e", "sencache", "calibration")
+] + [
+    ("two-experts", "magcache"), ("two-experts", "cfg_cache"), ("two-experts", "sencache"),
+    ("i2v", "cfg_cache"), ("i2v-two-experts", "cfg_cache"), ("ti2v", "teacache"), ("ti2v", "sencache"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "policy"), LOOP_MATRIX, ids=[f"{n}-{p}" for n, p in LOOP_MATRIX])
+def test_python_and_scan_loops_run_the_same_steps_to_the_same_latents(name, policy):
+    case = CASES[name]
+    experts = case_experts(case)
+    cache = _policies(case_plan(case.experts, STEPS).experts)[policy]
+    loops = [JaxDenoiser(experts, DenoiserOptions(scan_diffusion_loop=scan)) for scan in (False, True)]
+    python_latents, scan_latents = (_run(denoiser, case, cache) for denoiser in loops)
+    assert_close(scan_latents, python_latents, RELATIVE_TOLERANCE)
+    python_report, scan_report = (denoiser.last_run for denoiser in loops)
+    for field in ("transformer_ran", "blocks_ran", "unconditional_ran"):
+        np.testing.assert_array_equal(getattr(scan_report, field), getattr(python_report, field))
+    if policy == "calibration":
+        assert python_report.residual_norms.shape == (STEPS, 2, 3 * 2 * 3)  # [S, passes, tokens]
+        np.testing.assert_allclose(scan_report.residual_norms, python_report.residual_norms, rtol=1e-5)
+    else:
+        skipped = ~(python_report.blocks_ran & python_report.unconditional_ran)
+        assert skipped.any(), "the plan must skip something, or this test shows nothing"
+
+
+@pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
+@pytest.mark.parametrize("name", ["t2v", "two-experts"])
+def test_a_rule_that_never_fires_is_bitwise_the_dense_run(name, scan):
+    case = CASES[name]
+    denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
+    dense = _run(denoiser, case, CachePlan.dense(STEPS))
+    never = np.zeros(STEPS, bool)
+    for rule in (
+        TeaCacheRule(threshold=0.0, coefficients=(1.0, 0.0)),
+        SenCacheRule(threshold=0.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2),
+    ):
+        cached = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), rule=rule, force_compute=never))
+        assert denoiser.last_run.steps_skipped == 0
+        np.testing.assert_array_equal(cached, dense)
+    calibrated = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
+    np.testing.assert_array_equal(calibrated, dense)  # calibration measures a dense run
+
+
+@pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
+def test_a_cache_of_the_other_expert_is_never_used(scan):
+    """Plans that (wrongly) reuse on the first low-noise step: the device computes it anyway."""
+    case = CASES["two-experts"]
+    experts = case_plan(case.experts, STEPS).experts
+    boundary = int(np.argmax(experts == LOW_NOISE))
+    assert 0 < boundary < STEPS - 1
+    denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
+    dense = CachePlan.dense(STEPS)
+    around = _steps(boundary, boundary + 1)
+    _run(denoiser, case, attrs.evolve(dense, reuse_residual=around))
+    np.testing.assert_array_equal(denoiser.last_run.blocks_ran[boundary : boundary + 2], [True, False])
+    _run(denoiser, case, attrs.evolve(dense, cond_only=around, cfg_weights=np.ones((STEPS, 2), np.float32)))
+    np.testing.assert_array_equal(denoiser.last_run.unconditional_ran[boundary : boundary + 2], [True, False])
+    rule = SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=STEPS)
+    _run(denoiser, case, attrs.evolve(dense, rule=rule, force_compute=_steps(0)))
+    expected = experts == experts[np.arange(STEPS) - 1]  # reuse except where the expert changes
+    expected[0] = False
+    np.testing.assert_array_equal(denoiser.last_run.transformer_ran, ~expected)
+
+
+@pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
+def test_changing_plan_values_compiles_nothing(scan, compile_counter):
+    case = CASES["two-experts"]
+    denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
+    experts = case_plan(case.experts, STEPS).experts
+    variants = {
+        "magcache": lambda p: attrs.evolve(p, reuse_residual=_steps(3, 4)),
+        "cfg_cache": lambda p: attrs.evolve(p, cond_only=_steps(6), cfg_weights=np.full((STEPS, 2), 0.5, np.float32)),
+        "teacache": lambda p: attrs.evolve(p, rule=attrs.evolve(p.rule, threshold=0.5, coefficients=(3.0, 1.0))),
+        "sencache": lambda p: attrs.evolve(p, rule=attrs.evolve(p.rule, threshold=0.1, max_reuse=1)),
+    }
+    for policy, change in variants.items():
+        plan = _policies(experts)[policy]
+        first = _run(denoiser, case, plan)
+        compiled, compilations = denoiser.num_compiled, compile_counter.count
+        second = _run(denoiser, case, change(plan))
+        assert (denoiser.num_compiled, compile_counter.count) == (compiled, compilations), policy
+        assert not np.array_equal(first, second), f"{policy}: the changed values must change the run"
+
+
+def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
+    """Two steps by hand with the model's stages; the second reuses the first's residual."""
+    case = CASES["t2v"]
+    (model,) = case_experts(case)
+    latents, context, negative = case_inputs()
+    request = GenerationRequest(prompt="p", height=32, width=48, num_frames=9, num_inference_steps=2,
+                                guidance_scale=5.0, flow_shift=3.0)  # fmt: skip
+    plan = plan_sampling(request)
+    plan = attrs.evolve(plan, cache=attrs.evolve(CachePlan.dense(2), reuse_residual=np.array([False, True])))
+    denoiser = JaxDenoiser([model])
+    got = np.asarray(denoiser.denoise(latents, plan, context, negative))
+
+    kv = model.cross_attention_kv(jnp.concatenate([context, negative]))
+    grid = model.token_grid(latents.shape)
+    state = plan.solver.initial_state(jnp.asarray(latents))
+    residual = None
+    for i in range(2):
+        x = jnp.concatenate([state.sample] * 2)
+        tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[i], jnp.float32))
+        if residual is None:
+            residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape)) - tokens
+        conditional, unconditional = jnp.split(model.head(tokens + residual, time, grid), 2)
+        velocity = unconditional + plan.guidance_scales[i] * (conditional - unconditional)
+        state = solver_step(state, velocity, plan.solver.row(i))
+    np.testing.assert_array_equal(denoiser.last_run.blocks_ran, [True, False])
+    assert_close(got, np.asarray(state.sample), RELATIVE_TOLERANCE)
+
+
+def test_calibration_records_the_norms_of_the_block_residual():
+    case = CASES["t2v"]
+    (model,) = case_experts(case)
+    latents, context, negative = case_inputs()
+    denoiser = JaxDenoiser([model])
+    plan = attrs.evolve(case_plan(case.experts, STEPS), cache=attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
+    denoiser.denoise(latents, plan, context, negative)
+    norms = denoiser.last_run.residual_norms  # [S, P, T]
+
+    x = jnp.concatenate([jnp.asarray(latents)] * 2)  # step 0 sees the initial latents
+    tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[0], jnp.float32))
+    kv = model.cross_attention_kv(jnp.concatenate([context, negative]))
+    residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape)) - tokens  # [2, T, D]
+    # Tolerance 1e-5 relative: the same fp32 blocks, compiled apart from the loop's.
+    np.testing.assert_allclose(norms[0], np.linalg.norm(np.asarray(residual), axis=-1), rtol=1e-5)
+    assert norms.shape == (STEPS, 2, math.prod(grid for grid in model.token_grid(LATENTS)))
