@@ -18,7 +18,7 @@ def teacache_decision(
     """Whether this step reuses the cached residual, and the updated measure.
 
     measured: this step's e0 [copies * B, T, 6, D] or e [copies * B, T, D], float32, passes
-    stacked (conditional rows first). Per pass p, acc_p += polyval(coefficients, rel_p) with
+    stacked (conditional rows first). Per pass p, acc_p += max(polyval(coefficients, rel_p), 0) with
     rel_p the relative L1 change of its rows; the batch reuses only when every pass would, and
     `may_reuse` is false on forced steps (then every accumulator restarts at 0).
     """
@@ -26,7 +26,9 @@ def teacache_decision(
     current = measured.reshape(copies, -1)  # [P, rows of a pass * ...]
     previous = tea.previous.reshape(copies, -1)
     change = jnp.sum(jnp.abs(current - previous), axis=1) / jnp.sum(jnp.abs(previous), axis=1)  # [P]
-    accumulated = tea.accumulated + jnp.polyval(rule.coefficients, change)
+    # the polynomial fits a distance; outside its fitted range it can dip below 0, which would let
+    # an accumulator sink under any threshold (0 included): clamped, threshold 0 never reuses
+    accumulated = tea.accumulated + jnp.maximum(jnp.polyval(rule.coefficients, change), 0.0)
     reuse = may_reuse & jnp.all(accumulated < rule.threshold)
     return reuse, TeaCacheState(measured, jnp.where(reuse, accumulated, 0.0))
 

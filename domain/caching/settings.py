@@ -87,7 +87,7 @@ class CacheSettings:
     mag_ratios_split: int | None = attrs.field(default=None, validator=_optional_split)
     """Wan 2.2 A14B: the curve's first low-noise step."""
     magcache_calibration: bool = False
-    teacache_thresh: float = attrs.field(default=0.2, validator=_in_range(0, INF, low_open=True))
+    teacache_thresh: float = attrs.field(default=0.2, validator=_in_range(0, INF))
     teacache_use_ret_steps: bool = True
     teacache_coefficients: tuple[float, ...] | None = attrs.field(
         default=None, validator=_optional_numbers(positive=False)
@@ -96,7 +96,7 @@ class CacheSettings:
     cfg_cache_start_ratio: float = attrs.field(default=0.3334, validator=_in_range(0, 1))
     cfg_cache_end_ratio: float = attrs.field(default=0.9, validator=_in_range(0, 1, low_open=True, high_open=False))
     cfg_cache_alpha: float = attrs.field(default=0.2, validator=_in_range(0, INF))
-    sencache_thresh: float = attrs.field(default=0.1, validator=_in_range(0, INF, low_open=True))
+    sencache_thresh: float = attrs.field(default=0.1, validator=_in_range(0, INF))
     sencache_alpha_x: float = attrs.field(default=1.0, validator=_in_range(0, INF))
     sencache_alpha_t: float = attrs.field(default=1.0, validator=_in_range(0, INF))
     sencache_K: int = attrs.field(default=3, validator=_at_least(1))

@@ -41,6 +41,29 @@ def test_the_service_runs_the_policy_the_config_names():
     assert not np.array_equal(result.array, dense.array)  # reused steps change the trajectory
 
 
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"cache_policy": "magcache", "magcache_thresh": "0"},
+        {"cache_policy": "teacache", "teacache_thresh": "0"},
+        {"cache_policy": "sencache", "sencache_thresh": "0"},
+        {"cache_policy": "magcache", "magcache_thresh": "0", "scan_diffusion_loop": "true"},
+    ],
+    ids=["magcache", "teacache", "sencache", "magcache-scan-loop"],
+)
+def test_threshold_zero_is_exactly_the_dense_run(overrides, dense_latents):
+    _, result = _generate(overrides)
+    assert result.cache_report.steps_skipped == 0
+    np.testing.assert_array_equal(result.array, dense_latents)
+
+
+@pytest.fixture(scope="module")
+def dense_latents(demo_cache):
+    with pytest.MonkeyPatch.context() as patch:  # module scope: the autouse fixture is per test
+        patch.setenv("WANJAX_CACHE", str(demo_cache.parent))
+        return _generate({})[1].array
+
+
 def test_calibration_writes_a_curve_that_a_later_run_uses(tmp_path, capsys):
     out = tmp_path / "fox.npy"
     args = ["generate", "--prompt", "a fox", *CLI_SMALL, "--set", "dtype=float32", "--out", str(out)]

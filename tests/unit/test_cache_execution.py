@@ -76,7 +76,7 @@ def test_unconditional_estimate_weights_low_and_high_frequencies_apart(rng):
 
 
 def test_teacache_decision_follows_the_documented_accumulator(rng):
-    # Transcription of docs/caching.md per pass p: acc_p += polyval(c, rel_p); reuse while
+    # Transcription of docs/caching.md per pass p: acc_p += max(polyval(c, rel_p), 0); reuse while
     # every acc_p < threshold, else compute and reset. Tolerance: fp32 sums of 2*1*6*4 values.
     rule = TeaCacheValues(jnp.float32(0.5), jnp.asarray([2.0, 0.1], jnp.float32), input_is_modulation=True)
     previous = rng.standard_normal((2, 1, 6, 4), dtype=np.float32)
@@ -91,6 +91,10 @@ def test_teacache_decision_follows_the_documented_accumulator(rng):
         np.testing.assert_array_equal(after.previous, measured)
     reuse, after = teacache_decision(state, rule, jnp.asarray(previous * 1.01), jnp.bool_(False))
     assert not reuse and not np.asarray(after.accumulated).any()  # a forced step computes and resets
+    dipping = TeaCacheValues(jnp.float32(0.0), jnp.asarray([1.0, -0.5], jnp.float32), input_is_modulation=True)
+    zero = TeaCacheState(jnp.asarray(previous), jnp.zeros(2, jnp.float32))
+    reuse, after = teacache_decision(zero, dipping, jnp.asarray(previous * 1.01), jnp.bool_(True))
+    assert not reuse  # rel - 0.5 < 0 is clamped to 0: threshold 0 never reuses
 
 
 def test_sencache_decision_follows_the_documented_drift(rng):

@@ -103,7 +103,7 @@ def test_calibration_runs_dense_and_asks_for_the_norms():
         (dict(cache_policy="sencache", magcache_calibration=True), "magcache_calibration"),
         (dict(magcache_K=0), "magcache_K"),
         (dict(retention_ratio=1.0), "retention_ratio"),
-        (dict(teacache_thresh=0.0), "teacache_thresh"),
+        (dict(teacache_thresh=-0.1), "teacache_thresh"),
         (dict(cfg_cache_interval=1), "cfg_cache_interval"),
         (dict(cfg_cache_start_ratio=0.9, cfg_cache_end_ratio=0.5), "window would be empty"),
         (dict(sencache_start_ratio=0.6, sencache_end_ratio=0.4), "sencache_start_ratio"),
