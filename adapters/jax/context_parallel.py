@@ -36,6 +36,14 @@ from wanjax.domain.sharding import MESH_AXES
 
 # q/k/v/out [B, S, N, H]: batch over data x fsdp, tokens over context, heads over tensor.
 QKV_SPEC = PartitionSpec(BATCH_AXES, CONTEXT, TENSOR, None)
+WHOLE_BATCH_SPEC = PartitionSpec(None, CONTEXT, TENSOR, None)
+
+
+def qkv_spec(mesh: Mesh, batch: int) -> PartitionSpec:
+    """QKV_SPEC, or the batch whole on every data x fsdp device where they do not divide it (a
+    CFG-cache step runs the conditional rows alone: half the rows the mesh was sized for), as
+    the transformer's activation rules then lay it out."""
+    return QKV_SPEC if batch % math.prod(mesh.shape[a] for a in BATCH_AXES) == 0 else WHOLE_BATCH_SPEC
 
 SoftmaxState = tuple[jax.Array, jax.Array, jax.Array]
 """Online softmax over the keys seen so far, all fp32: running max [b, n, t], running sum of
@@ -53,9 +61,8 @@ def _check_mesh_axes(mesh: Mesh) -> None:
 
 def _check_divides(mesh: Mesh, q: jax.Array, k: jax.Array, head_axes: tuple[str, ...], variant: str) -> None:
     """Raises a named error unless the mesh splits q [B, T, N, H] and k [B, S, N, H] evenly."""
-    batch, queries, heads, _ = q.shape
+    _, queries, heads, _ = q.shape
     keys = k.shape[1]
-    batch_split = math.prod(mesh.shape[a] for a in BATCH_AXES)
     head_split = math.prod(mesh.shape[a] for a in head_axes)
     context = mesh.shape[CONTEXT]
     if heads % head_split:
@@ -73,12 +80,6 @@ def _check_divides(mesh: Mesh, q: jax.Array, k: jax.Array, head_axes: tuple[str,
                 "not divide them: choose a video size and frame count whose token count (F' x H' x W') "
                 f"is a multiple of {context}, or a context axis size that divides {length}"
             )
-    if batch % batch_split:
-        raise InvalidRequestError(
-            f"{variant} attention splits the batch of {batch} over data x fsdp = {batch_split}, which does "
-            f"not divide it: use a batch (prompts x guidance rows) that is a multiple of {batch_split}, "
-            "or smaller data/fsdp axes"
-        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,7 +109,7 @@ class UlyssesAttention:
             out = self.local(to_heads(q), to_heads(k), to_heads(v))  # [b, T, n / context, H]
             return lax.all_to_all(out, CONTEXT, split_axis=1, concat_axis=2, tiled=True)  # [b, t, n, H]
 
-        return _over_mesh(per_device, self.mesh)(q, k, v)  # [B, T, N, H]
+        return _over_mesh(per_device, self.mesh, qkv_spec(self.mesh, q.shape[0]))(q, k, v)  # [B, T, N, H]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -140,6 +141,7 @@ class RingAttention:
         to_next = [(i, (i + 1) % context) for i in range(context)]
         block = k.shape[1] // context
         chunk = block if self.key_chunk is None else _largest_divisor_up_to(block, self.key_chunk)
+        spec = qkv_spec(self.mesh, q.shape[0])
 
         def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
             # q [b, t, n, H], k/v [b, s, n, H]: this device's tokens and heads.
@@ -148,16 +150,16 @@ class RingAttention:
                 k_next, v_next = lax.ppermute((k, v), CONTEXT, to_next)  # overlaps the block below
                 return k_next, v_next, _fold_block(q, k, v, state, chunk)
 
-            k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, _empty_state(q)))
+            k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, _empty_state(q, spec)))
             _, total, acc = _fold_block(q, k, v, state, chunk)
             return (acc / jnp.swapaxes(total, 1, 2)[..., None]).astype(q.dtype)  # [b, t, n, H]
 
-        return _over_mesh(per_device, self.mesh)(q, k, v)  # [B, T, N, H]
+        return _over_mesh(per_device, self.mesh, spec)(q, k, v)  # [B, T, N, H]
 
 
-def _over_mesh(per_device: Callable[..., jax.Array], mesh: Mesh) -> Callable[..., jax.Array]:
-    """`per_device` mapped over the shards of q/k/v -> out, all laid out as `QKV_SPEC`."""
-    return jax.shard_map(per_device, mesh=mesh, in_specs=(QKV_SPEC,) * 3, out_specs=QKV_SPEC)
+def _over_mesh(per_device: Callable[..., jax.Array], mesh: Mesh, spec: PartitionSpec) -> Callable[..., jax.Array]:
+    """`per_device` mapped over the shards of q/k/v -> out, all laid out as `spec`."""
+    return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
 
 def _largest_divisor_up_to(n: int, limit: int) -> int:
@@ -189,8 +191,9 @@ def _weighted_values(p: jax.Array, v: jax.Array) -> jax.Array:
     return jnp.einsum("bnts,bsnh->btnh", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
 
 
-def _empty_state(q: jax.Array) -> SoftmaxState:
-    """The online-softmax state of queries q [b, t, n, H] before any key: max -inf, sum and output 0."""
+def _empty_state(q: jax.Array, spec: PartitionSpec) -> SoftmaxState:
+    """The online-softmax state of queries q [b, t, n, H] (laid out as `spec`) before any key:
+    max -inf, sum and output 0."""
     b, t, n, h = q.shape
     state = (
         jnp.full((b, n, t), -jnp.inf, jnp.float32),
@@ -198,7 +201,8 @@ def _empty_state(q: jax.Array) -> SoftmaxState:
         jnp.zeros((b, t, n, h), jnp.float32),
     )
     # A loop carry has one type in and out; the updates make it vary over every axis q does.
-    return lax.pcast(state, MESH_AXES, to="varying")
+    varying = tuple(a for a in MESH_AXES if a in jax.tree.leaves(tuple(spec)))
+    return lax.pcast(state, varying, to="varying")
 
 
 def _online_softmax_step(q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState) -> SoftmaxState:

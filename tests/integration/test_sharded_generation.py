@@ -16,6 +16,7 @@ import pytest
 
 SCRIPT = """
 import json, sys
+CFG_CACHE_MESH = json.loads(sys.argv[2])
 import numpy as np
 from wanjax.application.container import build_container
 from wanjax.domain.config import GenerationConfig
@@ -37,8 +38,25 @@ for name, overrides in json.loads(sys.argv[1]).items():
         "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
         "fraction_different": float((frames != reference).mean()),
     }
+
+def cfg_cached(overrides):
+    config = GenerationConfig(model="demo", max_sequence_length=16, cache_policy="cfg_cache", **SIZE)
+    config = config.with_overrides({"num_inference_steps": 4, **overrides})  # step 2 is conditional-only
+    result = build_container(config).service().generate(config.request("a red fox", negative_prompt="blurry"))
+    return result.array, int((~result.cache_report.unconditional_ran).sum())
+
+reference, _ = cfg_cached({})
+frames, conditional_only = cfg_cached(CFG_CACHE_MESH)
+results["cfg_cache"] = {
+    "conditional_only_steps": conditional_only,
+    "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
+    "fraction_different": float((frames != reference).mean()),
+}
 print("RESULTS " + json.dumps(results))
 """
+CFG_CACHE_MESH = {"mesh_data": 2, "mesh_context": 4}
+"""One video with the CFG cache: its conditional-only steps run one row, which the data axis
+cannot split, so those rows run whole on each data device (the context axis still splits them)."""
 
 MESHES = {
     "8 data": {"mesh_data": 8},
@@ -62,9 +80,8 @@ def results(demo_cache) -> dict:
         "JAX_PLATFORMS": "cpu",
         "WANJAX_CACHE": str(demo_cache.parent),
     }
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(MESHES)], env=env, capture_output=True, text=True, timeout=900
-    )
+    args = [sys.executable, "-c", SCRIPT, json.dumps(MESHES), json.dumps(CFG_CACHE_MESH)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
     assert done.returncode == 0 and lines, done.stderr[-4000:]
     return json.loads(lines[-1].removeprefix("RESULTS "))
@@ -74,5 +91,12 @@ def results(demo_cache) -> dict:
 def test_generation_on_a_mesh_equals_one_device(results: dict, mesh: str) -> None:
     result = results[mesh]
     assert result["shape"] == [4, 9, 64, 96, 3]
+    assert result["max_level_difference"] <= MAX_LEVEL_DIFFERENCE, result
+    assert result["fraction_different"] <= MAX_FRACTION_DIFFERENT, result
+
+
+def test_cfg_cache_conditional_only_steps_on_a_mesh_equal_one_device(results: dict) -> None:
+    result = results["cfg_cache"]
+    assert result["conditional_only_steps"] > 0, result
     assert result["max_level_difference"] <= MAX_LEVEL_DIFFERENCE, result
     assert result["fraction_different"] <= MAX_FRACTION_DIFFERENT, result
