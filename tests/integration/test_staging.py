@@ -21,7 +21,7 @@ devices = jax.devices()
 assert len(devices) == 8, devices
 gathers = []
 def on_compile(event, duration, **kwargs):
-    if event == "/jax/core/compile/backend_compile_duration" and kwargs["fun_name"] == "jit(_on_every_device)":
+    if event == "/jax/core/compile/backend_compile_duration" and kwargs["fun_name"] == "jit(_resharded)":
         gathers.append(duration)
 jax.monitoring.register_event_duration_secs_listener(on_compile)
 placement = ReplicatedPlacement(devices, min_bytes=1024)

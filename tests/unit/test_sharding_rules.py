@@ -16,7 +16,7 @@ from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from test_transformer_real_configs import CONFIGS
 
 from wanjax.adapters.demo.checkpoint import DEMO_VAE
-from wanjax.adapters.jax.sharding.placement import staged_sharding
+from wanjax.adapters.jax.staging import staged_sharding
 from wanjax.adapters.jax.sharding.rules import (
     bytes_per_device,
     parameter_shardings,
