@@ -39,6 +39,7 @@ from wanjax.adapters.jax.cache_state import (
     ResidualCache,
     SenCacheState,
     StepReport,
+    initial_cache_state,
 )
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
@@ -105,21 +106,22 @@ def denoise_step(
     return solver_step(state, velocity.astype(x.dtype), values.row.astype(x.dtype)), cache, report
 
 
-def cache_shapes(
-    model: WanTransformer, sample: jax.ShapeDtypeStruct, copies: int, conditioning: Conditioning
-) -> CacheShapes:
-    """The sizes of the state the loops carry for a sample [B, F', H', W', C] (its dtype the
-    scheduler's)."""
+def initial_cache(
+    model: WanTransformer, controls: CacheControls, sample: jax.ShapeDtypeStruct, inputs: StepInputs
+) -> CacheState:
+    """The cache state both loops start from for a sample [B, F', H', W', C] (its dtype the
+    scheduler's): sized by the features `controls` use, empty for a dense plan."""
     tokens = math.prod(model.token_grid((*sample.shape[:-1], model.spec.in_channels)))
-    return CacheShapes(
+    shapes = CacheShapes(
         latents=tuple(sample.shape),
-        copies=copies,
+        copies=text_batch(inputs.text[0]) // sample.shape[0],
         tokens=tokens,
-        time_tokens=1 if conditioning.first_frame is None else tokens,
+        time_tokens=1 if inputs.conditioning.first_frame is None else tokens,
         width=model.spec.inner_dim,
         activation_dtype=model.dtype,
         scheduler_dtype=sample.dtype,
     )
+    return initial_cache_state(controls, shapes)
 
 
 def _with_sencache(

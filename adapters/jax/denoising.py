@@ -22,14 +22,13 @@ from flax import nnx
 from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.cache_report import run_report, stacked
-from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport, initial_cache_state
+from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport
 from wanjax.adapters.jax.compiled import CompiledFunction
 from wanjax.adapters.jax.denoise_step import (
     StepInputs,
     StepValues,
-    cache_shapes,
     denoise_step,
-    text_batch,
+    initial_cache,
     with_first_frame,
 )
 from wanjax.adapters.jax.scan_loop import PlanArrays, scan_denoise
@@ -100,7 +99,9 @@ class JaxDenoiser:
         if self._options.scan_diffusion_loop:
             self._loop.prepare(self._params, state, PlanArrays.of(plan), inputs)
         else:
-            self._step.prepare(*self._step_args(state, plan, 0, inputs, self._initial_cache(plan, state, inputs)))
+            controls = CacheControls.of(plan.cache)
+            cache = initial_cache(self._architecture, controls, state.sample, inputs)
+            self._step.prepare(*self._step_args(state, plan, 0, inputs, cache, controls))
 
     def denoise(
         self,
@@ -118,9 +119,10 @@ class JaxDenoiser:
             if on_step is not None:
                 on_step(plan.num_steps, plan.num_steps)
         else:
-            cache, reports = self._initial_cache(plan, state, inputs), []
+            controls, reports = CacheControls.of(plan.cache), []
+            cache = initial_cache(self._architecture, controls, state.sample, inputs)
             for i in range(plan.num_steps):
-                state, cache, step_report = self._step(*self._step_args(state, plan, i, inputs, cache))
+                state, cache, step_report = self._step(*self._step_args(state, plan, i, inputs, cache, controls))
                 reports.append(step_report)
                 if on_step is not None:
                     on_step(i + 1, plan.num_steps)
@@ -159,18 +161,20 @@ class JaxDenoiser:
             text = tuple(self._cross_kv(p, contexts, image_context) for p in self._params)
         return StepInputs(text, c._replace(image_context=None), rope)
 
-    def _initial_cache(self, plan: SamplingPlan, state: SolverState, inputs: StepInputs) -> CacheState:
-        copies = text_batch(inputs.text[0]) // state.sample.shape[0]
-        shapes = cache_shapes(self._architecture, state.sample, copies, inputs.conditioning)
-        return initial_cache_state(CacheControls.of(plan.cache), shapes)
-
     def _step_args(
-        self, state: SolverState, plan: SamplingPlan, i: int, inputs: StepInputs, cache: CacheState = CacheState()
+        self,
+        state: SolverState,
+        plan: SamplingPlan,
+        i: int,
+        inputs: StepInputs,
+        cache: CacheState = CacheState(),
+        controls: CacheControls | None = None,
     ) -> tuple[Any, ...]:
-        """The Python loop's step i; `cache` as the previous step left it (empty for a dense plan)."""
+        """The Python loop's step i; `cache` as the previous step left it (empty for a dense plan),
+        `controls` the plan's (`CacheControls.of(plan.cache)`, made once per run by the loop)."""
         expert = plan.experts[i]
         values = StepValues(plan.solver.row(i), plan.timesteps[i], plan.guidance_scales[i], np.int32(expert))
-        controls = CacheControls.of(plan.cache).at(i)
+        controls = (CacheControls.of(plan.cache) if controls is None else controls).at(i)
         return (
             self._params[expert], state, cache, values, controls, inputs.text[expert], inputs.conditioning, inputs.rope,
         )  # fmt: skip

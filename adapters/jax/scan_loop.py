@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport, initial_cache_state
-from wanjax.adapters.jax.denoise_step import StepInputs, StepValues, cache_shapes, denoise_step, text_batch
+from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoise_step import StepInputs, StepValues, denoise_step, initial_cache
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
 
@@ -58,8 +58,7 @@ def scan_denoise(
     Returns the final state and what each step ran (fields [S])."""
     controls = steps.cache
     model = nnx.merge(graphdef, params[0])  # read for its shapes only
-    copies = text_batch(inputs.text[0]) // state.sample.shape[0]
-    cache = initial_cache_state(controls, cache_shapes(model, state.sample, copies, inputs.conditioning))
+    cache = initial_cache(model, controls, state.sample, inputs)
 
     def expert_step(expert: int, carry: tuple[SolverState, CacheState], values: StepValues, step_controls):
         state, cache = carry
