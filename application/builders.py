@@ -128,13 +128,6 @@ def build_mesh(config: GenerationConfig, checkpoint: DiffusersCheckpoint) -> Any
     return mesh_over_devices(shape)
 
 
-def sharding_rules(overrides: Sequence[str]) -> Any:
-    """The logical axis rules: the defaults with config `logical_axis_rules` applied."""
-    from wanjax.domain.sharding import logical_rules
-
-    return logical_rules(overrides)
-
-
 def _on_mesh(loading: Any, spec: Any, attention: Any, mesh: Any, rules: Any, context_parallel: str) -> Any:
     """`loading` (an ExpertLoading) onto `mesh`: every parameter placed with its NamedSharding from
     `rules`, activations pinned by them, and over a context axis context-parallel self-attention

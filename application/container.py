@@ -7,7 +7,7 @@ from dependency_injector import containers, providers
 from wanjax.application import builders
 from wanjax.application.service import GenerationService, ModelComponents
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.sharding import MeshShape
+from wanjax.domain.sharding import MeshShape, logical_rules
 
 
 class Container(containers.DeclarativeContainer):
@@ -32,7 +32,7 @@ class Container(containers.DeclarativeContainer):
     # Thread-safe: the denoiser and the VAE, which share it, are built on two threads.
     mesh = providers.ThreadSafeSingleton(builders.build_mesh, config, checkpoint)
     mesh_shape = providers.Singleton(MeshShape.of, config)
-    sharding_rules = providers.Singleton(builders.sharding_rules, config.provided.logical_axis_rules)
+    sharding_rules = providers.Singleton(logical_rules, config.provided.logical_axis_rules)
 
     text_encoder = providers.Singleton(
         builders.build_text_encoder,
