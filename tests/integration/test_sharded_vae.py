@@ -28,7 +28,6 @@ MESHES = {  # (data, fsdp, tensor, context)
     "8 context": (1, 1, 1, 8),
     "2 data x 4 context": (2, 1, 1, 4),
     "2 fsdp x 4 tensor": (1, 2, 4, 1),
-    "4 context x 2 tensor": (1, 1, 2, 4),
 }
 
 SCRIPT = r"""
@@ -76,7 +75,9 @@ def tiles(spec):
 
 # (vae, case, latents [B, F', H', W'], runtime, meshes, the mesh whose float32 frames are compared too)
 CASES = [
-    ("wan2.1", "chunked", (2, 3, 8, 6), dict(decode_chunk=1), list(meshes), "2 data x 4 context"),
+    # any mesh splits the VAE's rows over all its devices: two meshes of 8 (rows over one axis,
+    # rows over two) stand for the rest; the third is wan2.2's
+    ("wan2.1", "chunked", (2, 3, 8, 6), dict(decode_chunk=1), ["8 context", "2 data x 4 context"], "2 data x 4 context"),
     ("wan2.1", "height and width", (1, 2, 6, 12), dict(decode_chunk=2), ["2 data x 4 context"], None),
     ("wan2.1", "tiled", (1, 2, 8, 8), dict(decode_chunk=1, tiling="grid"), ["8 context"], None),
     ("wan2.2", "chunked", (2, 3, 8, 6), dict(decode_chunk=1), ["2 fsdp x 4 tensor"], "2 fsdp x 4 tensor"),
@@ -139,7 +140,7 @@ def _decodes(results: list[dict], *, tiled: bool = False) -> list[dict]:
 
 def test_every_case_ran(results):
     ran = {(r["vae"], r["case"], r["mesh"]) for r in results if r["case"] != "indivisible"}
-    assert len(ran) == len(MESHES) + 4, sorted(ran)
+    assert len(ran) == 6, sorted(ran)
 
 
 def test_sharded_decode_equals_single_device_decode(results):
