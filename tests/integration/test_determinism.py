@@ -1,10 +1,10 @@
-"""The same seed and config give the same bits at every stage, from two fresh containers.
+"""The same seed and config give the same bits at every stage, from two fresh containers:
+the text embeddings (torch), the final latents (the JAX denoising loop), the frames (the
+JAX VAE) and the mp4 bytes (x264). A failure names the first stage that differs.
 
-One CI run saw two same-seed CLI videos differ in one macroblock of one frame, and no run
-here has reproduced it (hundreds of generations, idle and loaded). Should it happen again,
-the stage named in the failure says where it starts: the text embeddings (torch), the
-final latents (the JAX denoising loop), the frames (the JAX VAE) or the mp4 bytes (x264).
-"""
+(A CI run once found two same-seed videos differing in one macroblock. Probes showed
+the frames equal and the bytes not; valgrind then found x264 reading uninitialised memory,
+see `X264_OPTIONS` in wanjax.adapters.media.video_files.)"""
 
 from __future__ import annotations
 
