@@ -1,9 +1,10 @@
 """RGB -> YUV 4:2:0 in numpy: the colour conversion before H.264, done deterministically here.
 
-FFmpeg's converter (swscale) may split a frame over threads, and its output for the
-same pixels then varies from run to run; x264 turns such a one-level change into a
-different file. Converting here keeps "same frames, same bytes". BT.601 coefficients,
-limited range (16-235 luma, 16-240 chroma): swscale's default for these sizes.
+Integer arithmetic in numpy gives the same planes on every machine, whatever FFmpeg's
+converter (swscale) would choose for the CPU and its threads; x264 turns a one-level change
+into a different file. (Run-to-run differences once blamed on swscale were more likely
+x264's, see `X264_OPTIONS` in video_files.py: 300 swscale conversions here agree.) BT.601
+coefficients, limited range (16-235 luma, 16-240 chroma): swscale's default for these sizes.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ def _frames() -> np.ndarray:
 
 
 def test_same_frames_same_bytes_over_many_writes(tmp_path):
-    # FFmpeg's threaded colour conversion once made 1 write in ~8 differ; 24 writes catch that
+    # once 1 write in ~8 differed (x264's uninitialised reads, most likely); 24 writes catch that
     digests = set()
     for i in range(24):
         Mp4Sink().write(_frames(), tmp_path / f"{i}.mp4", 16)
