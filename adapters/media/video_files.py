@@ -24,7 +24,7 @@ class Mp4Sink:
     """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even).
 
     The same frames must give the same file on every machine and every run: colours are
-    converted here (`rgb_to_yuv420p`) rather than by FFmpeg's threaded converter, and x264
+    converted here (`rgb_to_yuv420p`, integer arithmetic) rather than by FFmpeg, and x264
     runs with `X264_OPTIONS`.
     """
 
