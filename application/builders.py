@@ -104,6 +104,29 @@ def pallas_attention() -> Any:
     return PallasAttention()
 
 
+def attention_backend(name: str) -> str:
+    """The attention backend config `attention` runs on JAX's default platform (`auto` resolved)."""
+    import jax
+
+    from wanjax.domain.attention import resolve_attention
+
+    return resolve_attention(name, jax.default_backend())
+
+
+def blockwise_attention() -> Any:
+    """Online-softmax attention in plain XLA: memory bounded by its blocks, on every platform."""
+    from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
+
+    return BlockwiseAttention()
+
+
+def cudnn_attention() -> Any:
+    """cuDNN flash attention, our Pallas kernel where cuDNN does not apply; a ConfigError off GPUs."""
+    from wanjax.adapters.jax.cudnn_attention import CudnnAttention
+
+    return CudnnAttention()
+
+
 def tokamax_attention() -> Any:
     """tokamax's kernels; a ConfigError naming the fix where tokamax is missing or has no kernels (CPU)."""
     import jax

@@ -22,9 +22,12 @@ class Container(containers.DeclarativeContainer):
         builders.build_weights_cache, config.provided.weights_cache, config.provided.weights_cache_dir
     )
     dtype = providers.Singleton(builders.resolve_dtype, config.provided.dtype)
+    attention_backend = providers.Singleton(builders.attention_backend, config.provided.attention)
     attention = providers.Selector(
-        config.provided.attention,
+        attention_backend,
         xla=providers.Singleton(builders.xla_attention),
+        blockwise=providers.Singleton(builders.blockwise_attention),
+        cudnn=providers.Singleton(builders.cudnn_attention),
         pallas=providers.Singleton(builders.pallas_attention),
         tokamax=providers.Singleton(builders.tokamax_attention),
     )

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from wanjax.domain.attention import ATTENTION_BACKENDS
 from wanjax.domain.caching.published import PUBLISHED
 from wanjax.domain.caching.settings import CONFIG_KEYS as CACHE_KEYS
 from wanjax.domain.caching.settings import POLICIES, CacheSettings, resolve_cache_settings
@@ -23,7 +24,6 @@ from wanjax.domain.sharding import CONTEXT_PARALLEL, parse_rule_overrides
 
 DTYPES = ("auto", "float32", "bfloat16")
 WEIGHTS_DTYPES = ("auto", "float32", "bfloat16", "float8_e4m3fn")
-ATTENTION_BACKENDS = ("xla", "pallas", "tokamax")
 SCHEDULER_DTYPES = ("float32", "bfloat16")
 
 
@@ -62,7 +62,8 @@ class GenerationConfig:
     model: str = "demo"
     dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
     scan_layers: bool = True
-    attention: str = attrs.field(default="xla", validator=_one_of(ATTENTION_BACKENDS))
+    attention: str = attrs.field(default="auto", validator=_one_of(ATTENTION_BACKENDS))
+    """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py)."""
     max_sequence_length: int = attrs.field(default=512, validator=_positive)
     loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""

@@ -14,6 +14,7 @@ that same layout. Each equals unsharded attention (scaled softmax, fp32 logits).
   context ring with `ppermute`; the partial softmaxes combine online (log-sum-exp) in
   fp32. No device ever holds more than one remote K/V block, and the heads need only
   split over tensor; context - 1 transfers per call, overlapped with the block compute.
+  The folding is the blockwise kernel's, so memory stays bounded by its blocks.
 
 Mesh axes of size 1 are legal and make the matching collective a no-op.
 """
@@ -21,15 +22,16 @@ Mesh axes of size 1 are legal and make the matching collective a no-op.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable
 
 import jax
-import jax.numpy as jnp
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
 from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
+from wanjax.adapters.jax.blockwise_attention import empty_state, fold_keys, heads_first, normalised
 from wanjax.adapters.jax.sharding.mesh import BATCH_AXES, CONTEXT, TENSOR
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.sharding import MESH_AXES
@@ -44,11 +46,6 @@ def qkv_spec(mesh: Mesh, batch: int) -> PartitionSpec:
     CFG-cache step runs the conditional rows alone: half the rows the mesh was sized for), as
     the transformer's activation rules then lay it out."""
     return QKV_SPEC if batch % math.prod(mesh.shape[a] for a in BATCH_AXES) == 0 else WHOLE_BATCH_SPEC
-
-SoftmaxState = tuple[jax.Array, jax.Array, jax.Array]
-"""Online softmax over the keys seen so far, all fp32: running max [b, n, t], running sum of
-exp(logit - max) [b, n, t], unnormalised output [b, t, n, H]."""
-
 
 def _check_mesh_axes(mesh: Mesh) -> None:
     missing = [a for a in MESH_AXES if a not in mesh.axis_names]
@@ -117,19 +114,22 @@ class RingAttention:
     """Ring context-parallel attention (`AttentionFn`) on `mesh`: K/V blocks travel the
     context ring, queries stay; never pads keys (`key_alignment` 1).
 
-    Each device's key block is folded into the softmax in chunks of at most `key_chunk`
-    keys (the largest divisor of the block length that fits; None: the whole block), so
-    the fp32 logits held at once are [b, n, t, key_chunk], not [b, n, t, S / context]:
-    at 720p (S = 75600) on 8 context devices a whole block's logits are 357 MB per head and row.
+    Each device folds every key block that reaches it into one online-softmax state of its
+    queries with the blockwise kernel (adapters/jax/blockwise_attention.py): `query_chunk`
+    queries by `key_chunk` keys at a time (None: the whole block), so the fp32 logits held at
+    once are [b, n, query_chunk, key_chunk], not [b, n, T / context, S / context]: at 720p
+    (S = 75600) on 8 context devices a whole block's logits are 357 MB per head and row.
     """
 
     mesh: Mesh
-    key_chunk: int | None = 1024
+    key_chunk: int | None = 512
+    query_chunk: int = 1024
 
     def __post_init__(self) -> None:
         _check_mesh_axes(self.mesh)
-        if self.key_chunk is not None and self.key_chunk < 1:
-            raise ConfigError(f"ring attention key_chunk={self.key_chunk}: must be a positive key count, or None")
+        for name, chunk in (("key_chunk", self.key_chunk), ("query_chunk", self.query_chunk)):
+            if chunk is not None and chunk < 1:
+                raise ConfigError(f"ring attention {name}={chunk}: must be a positive token count, or None")
 
     @property
     def key_alignment(self) -> int:
@@ -140,19 +140,20 @@ class RingAttention:
         context = self.mesh.shape[CONTEXT]
         to_next = [(i, (i + 1) % context) for i in range(context)]
         block = k.shape[1] // context
-        chunk = block if self.key_chunk is None else _largest_divisor_up_to(block, self.key_chunk)
+        fold = functools.partial(fold_keys, block_q=self.query_chunk, block_k=self.key_chunk or block)
         spec = qkv_spec(self.mesh, q.shape[0])
 
         def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
-            # q [b, t, n, H], k/v [b, s, n, H]: this device's tokens and heads.
+            # q [b, t, n, H], k/v [b, s, n, H]: this device's tokens and heads, made heads-first.
+            q, k, v = map(heads_first, (q, k, v))
+
             def visit(_: int, carry: tuple) -> tuple:
                 k, v, state = carry
                 k_next, v_next = lax.ppermute((k, v), CONTEXT, to_next)  # overlaps the block below
-                return k_next, v_next, _fold_block(q, k, v, state, chunk)
+                return k_next, v_next, fold(q, k, v, state)
 
-            k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, _empty_state(q, spec)))
-            _, total, acc = _fold_block(q, k, v, state, chunk)
-            return (acc / jnp.swapaxes(total, 1, 2)[..., None]).astype(q.dtype)  # [b, t, n, H]
+            k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, empty_state(q)))
+            return normalised(fold(q, k, v, state), q.dtype)  # [b, t, n, H]
 
         return _over_mesh(per_device, self.mesh, spec)(q, k, v)  # [B, T, N, H]
 
@@ -160,58 +161,3 @@ class RingAttention:
 def _over_mesh(per_device: Callable[..., jax.Array], mesh: Mesh, spec: PartitionSpec) -> Callable[..., jax.Array]:
     """`per_device` mapped over the shards of q/k/v -> out, all laid out as `spec`."""
     return jax.shard_map(per_device, mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
-
-
-def _largest_divisor_up_to(n: int, limit: int) -> int:
-    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
-
-
-def _fold_block(q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState, chunk: int) -> SoftmaxState:
-    """`state` updated with the keys k/v [b, s, n, H], `chunk` (a divisor of s) at a time."""
-    b, s, n, h = k.shape
-    if chunk == s:
-        return _online_softmax_step(q, k, v, state)
-    chunks = lambda x: jnp.moveaxis(x.reshape(b, s // chunk, chunk, n, h), 1, 0)  # [s / chunk, b, chunk, n, H]
-
-    def fold(state: SoftmaxState, kv: tuple[jax.Array, jax.Array]) -> tuple[SoftmaxState, None]:
-        return _online_softmax_step(q, *kv, state), None
-
-    return lax.scan(fold, state, (chunks(k), chunks(v)))[0]
-
-
-def _block_logits(q: jax.Array, k: jax.Array) -> jax.Array:
-    """q [b, t, n, H], k [b, s, n, H] -> scaled logits [b, n, t, s] in fp32."""
-    logits = jnp.einsum("btnh,bsnh->bnts", q, k, preferred_element_type=jnp.float32)
-    return logits * q.shape[-1] ** -0.5
-
-
-def _weighted_values(p: jax.Array, v: jax.Array) -> jax.Array:
-    """p [b, n, t, s] fp32, v [b, s, n, H] -> [b, t, n, H] fp32; p cast to v's dtype for the
-    matmul, as `jax.nn.dot_product_attention` does."""
-    return jnp.einsum("bnts,bsnh->btnh", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
-
-
-def _empty_state(q: jax.Array, spec: PartitionSpec) -> SoftmaxState:
-    """The online-softmax state of queries q [b, t, n, H] (laid out as `spec`) before any key:
-    max -inf, sum and output 0."""
-    b, t, n, h = q.shape
-    state = (
-        jnp.full((b, n, t), -jnp.inf, jnp.float32),
-        jnp.zeros((b, n, t), jnp.float32),
-        jnp.zeros((b, t, n, h), jnp.float32),
-    )
-    # A loop carry has one type in and out; the updates make it vary over every axis q does.
-    varying = tuple(a for a in MESH_AXES if a in jax.tree.leaves(tuple(spec)))
-    return lax.pcast(state, varying, to="varying")
-
-
-def _online_softmax_step(q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState) -> SoftmaxState:
-    """`state` updated with one more K/V block k/v [b, s, n, H]: the old sums and output
-    are rescaled by exp(old max - new max), so every term ends up relative to the global max."""
-    peak, total, acc = state
-    logits = _block_logits(q, k)  # [b, n, t, s]
-    new_peak = jnp.maximum(peak, logits.max(axis=-1))  # [b, n, t]
-    p = jnp.exp(logits - new_peak[..., None])
-    rescale = jnp.exp(peak - new_peak)  # [b, n, t]
-    rescale_out = jnp.swapaxes(rescale, 1, 2)[..., None]  # [b, t, n, 1]
-    return new_peak, rescale * total + p.sum(axis=-1), rescale_out * acc + _weighted_values(p, v)

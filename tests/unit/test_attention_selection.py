@@ -26,7 +26,7 @@ def test_config_selects_the_backend(name, kind):
 
 
 def test_unknown_backend_lists_the_known():
-    with pytest.raises(ConfigError, match="xla, pallas, tokamax"):
+    with pytest.raises(ConfigError, match="auto, xla, blockwise, cudnn, pallas, tokamax"):
         GenerationConfig(attention="flash")
 
 

@@ -41,8 +41,10 @@ MESHES = {  # name -> sizes in MESH_AXES order
     "8 data (context 1)": (8, 1, 1, 1),
 }
 VARIANTS = ("ulysses", "ring")
-# The attention checks also fold each ring block in chunks: 4 keys at most, 3 of the 9 per device.
-ATTENTION_VARIANTS = (*VARIANTS, "ring, 4-key chunks")
+# The attention checks also fold each ring block in chunks of 4 keys and 4 queries (the 9 per
+# device padded to 12, the padding masked), and run Ulysses over the blockwise kernel (attention=auto
+# on CPU) with blocks of 4 queries and 4 keys of the 72 each device gathers.
+ATTENTION_VARIANTS = (*VARIANTS, "ring, 4-token chunks", "ulysses, blockwise")
 # q/k/v [B, S, N, H]: S = 72 is 9 tokens per device on 8 context devices (odd), H = 12.
 QKV_SHAPE = (8, 72, 8, 12)
 BF16_MESHES = ("4 context x 2 tensor",)  # the dtype path does not depend on the mesh
@@ -61,11 +63,16 @@ def _mesh(name: str):
 
 
 def _attention(variant: str, mesh):
+    from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
     from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
 
     if variant == "ulysses":
         return UlyssesAttention(mesh)
-    return RingAttention(mesh, key_chunk=4 if variant == "ring, 4-key chunks" else None)
+    if variant == "ulysses, blockwise":
+        return UlyssesAttention(mesh, BlockwiseAttention(block_q=4, block_k=4))
+    if variant == "ring, 4-token chunks":
+        return RingAttention(mesh, key_chunk=4, query_chunk=4)
+    return RingAttention(mesh, key_chunk=None)
 
 
 def _collectives(hlo: str) -> dict[str, Any]:
@@ -262,7 +269,8 @@ def test_equals_unsharded_attention_bf16(report, mesh, variant):
 def test_moves_data_with_its_own_collective_and_never_gathers(report, mesh, variant):
     case = _part(report, "fp32")[f"{mesh} / {variant}"]
     split = MESHES[mesh][MESH_AXES.index("context")] > 1
-    own, other = ("all-to-all", "collective-permute") if variant == "ulysses" else ("collective-permute", "all-to-all")
+    ulysses = variant.startswith("ulysses")
+    own, other = ("all-to-all", "collective-permute") if ulysses else ("collective-permute", "all-to-all")
     assert case[own] == split, case  # a context axis of 1 is a no-op
     assert not case[other] and not case["all-gather"] and not case["all-reduce"], case
 
@@ -324,12 +332,14 @@ def test_key_alignment_is_the_local_kernels_for_ulysses_and_none_for_ring():
     assert RingAttention(_one_device_mesh()).key_alignment == 1
 
 
-def test_ring_key_chunk_must_be_positive():
+def test_ring_chunks_must_be_positive():
     from wanjax.adapters.jax.context_parallel import RingAttention
     from wanjax.domain.errors import ConfigError
 
-    with pytest.raises(ConfigError, match="key_chunk=0: must be a positive key count"):
+    with pytest.raises(ConfigError, match="key_chunk=0: must be a positive token count"):
         RingAttention(_one_device_mesh(), key_chunk=0)
+    with pytest.raises(ConfigError, match="query_chunk=-1: must be a positive token count"):
+        RingAttention(_one_device_mesh(), query_chunk=-1)
 
 
 if __name__ == "__main__":

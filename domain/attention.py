@@ -1,0 +1,26 @@
+"""Which attention kernel runs: the `attention` config key, `auto` resolved per platform.
+
+`auto` never picks a kernel that materialises the [T, S] logit matrix (`xla` does: ~100 GiB
+for Wan 2.1 1.3B at 832x480x81 with guidance):
+- cpu: `blockwise`, online softmax in plain XLA, memory bounded by its blocks;
+- gpu: `cudnn`, cuDNN's fused flash attention (bf16/fp16, head width <= 128), falling back
+  to our Pallas kernel (Triton) for the calls cuDNN does not take (fp32);
+- tpu: `pallas`, our Pallas flash kernel (Mosaic), the keys swept as a grid axis.
+"""
+
+from __future__ import annotations
+
+from wanjax.domain.errors import ConfigError
+
+ATTENTION_BACKENDS = ("auto", "xla", "blockwise", "cudnn", "pallas", "tokamax")
+AUTO_BY_PLATFORM = {"cpu": "blockwise", "gpu": "cudnn", "tpu": "pallas"}
+MATERIALISES_LOGITS = ("xla",)
+
+
+def resolve_attention(name: str, platform: str) -> str:
+    """The backend `name` runs on `platform` ("cpu", "gpu", "tpu"): itself, or auto's choice."""
+    if name not in ATTENTION_BACKENDS:
+        raise ConfigError(f"attention={name!r}: must be one of {', '.join(ATTENTION_BACKENDS)}")
+    if name != "auto":
+        return name
+    return AUTO_BY_PLATFORM.get(platform, "blockwise")
