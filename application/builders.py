@@ -65,17 +65,32 @@ def resolve_dtype(name: str) -> str:
 
 
 def build_text_encoder(
-    checkpoint: DiffusersCheckpoint, dtype: str, encoder_dtype: str = "auto", compile_encoder: bool = False
+    checkpoint: DiffusersCheckpoint,
+    dtype: str,
+    encoder_dtype: str = "auto",
+    compile_encoder: bool = False,
+    embeddings_cache_dir: str | None = None,
 ) -> TextEncoder:
-    """UMT5 in `encoder_dtype` (`auto`: as `dtype`), torch.compile'd with `compile_encoder`."""
-    from wanjax.adapters.torch.umt5 import Umt5TextEncoder
+    """UMT5 in `encoder_dtype` (`auto`: as `dtype`), torch.compile'd with `compile_encoder`; with
+    `embeddings_cache_dir` (config `text_embeddings_cache_dir`) wrapped in a `CachedTextEncoder`,
+    which builds it (imports torch) only when a prompt batch is not cached."""
+    folders = (checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"))
+    encoder_dtype = dtype if encoder_dtype == "auto" else encoder_dtype
 
-    return Umt5TextEncoder.from_folders(
-        checkpoint.folder("text_encoder"),
-        checkpoint.folder("tokenizer"),
-        dtype=dtype if encoder_dtype == "auto" else encoder_dtype,
-        compile=compile_encoder,
-    )
+    def umt5() -> TextEncoder:
+        from wanjax.adapters.torch.umt5 import Umt5TextEncoder
+
+        return Umt5TextEncoder.from_folders(*folders, dtype=encoder_dtype, compile=compile_encoder)
+
+    from wanjax.application.caches import cache_folder
+
+    folder = cache_folder(embeddings_cache_dir, "text")
+    if folder is None:
+        return umt5()
+    from wanjax.adapters.text_embeddings import CachedTextEncoder, encoder_identity
+
+    identity = encoder_identity(folders, {"dtype": encoder_dtype, "compile": compile_encoder})
+    return CachedTextEncoder(umt5, folder, identity)
 
 
 def build_image_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> ImageEncoder | None:

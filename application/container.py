@@ -48,6 +48,7 @@ class Container(containers.DeclarativeContainer):
         builders.build_denoiser,
         checkpoint,
         dtype,
+        config.provided.text_embeddings_cache_dir,
         config.provided.scan_layers,
         attention,
         config.provided.loras,

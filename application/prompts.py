@@ -22,12 +22,21 @@ def encode_prompts(
     `batched` (config `use_batched_text_encoder`): both kinds in one encoder call, else one
     call each. Each distinct text is encoded once (B videos usually share a negative prompt).
     """
-    prompts = [r.prompt for r in requests]
-    negatives = [r.negative_prompt for r in requests] if requests[0].uses_guidance else []
-    groups = [prompts + negatives] if batched else [g for g in (prompts, negatives) if g]
+    groups = _groups(requests, batched=batched)
     embeddings = np.concatenate([_encode_distinct(encoder, texts, max_sequence_length) for texts in groups])
     b = len(requests)
-    return embeddings[:b], (embeddings[b:] if negatives else None)
+    return embeddings[:b], (embeddings[b:] if requests[0].uses_guidance else None)
+
+
+def encoder_batches(requests: Sequence[GenerationRequest], *, batched: bool) -> list[list[str]]:
+    """The prompt lists `encode_prompts` passes to the encoder, one per call, in order."""
+    return [list(dict.fromkeys(texts)) for texts in _groups(requests, batched=batched)]
+
+
+def _groups(requests: Sequence[GenerationRequest], *, batched: bool) -> list[list[str]]:
+    prompts = [r.prompt for r in requests]
+    negatives = [r.negative_prompt for r in requests] if requests[0].uses_guidance else []
+    return [prompts + negatives] if batched else [g for g in (prompts, negatives) if g]
 
 
 def _encode_distinct(encoder: TextEncoder, texts: list[str], max_sequence_length: int) -> np.ndarray:

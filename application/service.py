@@ -9,7 +9,8 @@ from typing import Any
 import attrs
 import numpy as np
 
-from wanjax.application.prompts import encode_prompts
+from wanjax.adapters.text_embeddings import CachedTextEncoder
+from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
@@ -96,11 +97,23 @@ class GenerationService:
 
         The builders share only immutable, already-built values (the checkpoint, the dtype
         name), so building them on two threads is safe."""
+        return self._load(trace, None)
+
+    def _load(self, trace: TimingTrace | None, prompt_batches: list[list[str]] | None) -> LoadedModel:
+        """`load`; a text encoder with cached embeddings (`CachedTextEncoder`) builds the encoder it
+        wraps only if some of `prompt_batches` (None: not known yet) is not cached."""
         if self._loaded is None:
             with (trace or TimingTrace()).span("load"):
                 c = self._components
+
+                def build_text_encoder() -> TextEncoder:
+                    encoder = c.text_encoder()
+                    if isinstance(encoder, CachedTextEncoder):
+                        encoder.prepare(prompt_batches, self._max_sequence_length)
+                    return encoder
+
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
-                    others = pool.submit(lambda: (c.text_encoder(), c.autoencoder(), c.image_encoder()))
+                    others = pool.submit(lambda: (build_text_encoder(), c.autoencoder(), c.image_encoder()))
                     denoiser = c.denoiser()
                     text_encoder, autoencoder, image_encoder = others.result()
                 self._loaded = LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
@@ -167,7 +180,7 @@ class GenerationService:
         plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         full_plan = plan_sampling(compiled_for, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         trace = TimingTrace()
-        model = self.load(trace)
+        model = self._load(trace, encoder_batches(requests, batched=self._batched_text_encoder))
 
         with trace.span("conditioning"):
             context, negative_context = encode_prompts(

@@ -144,6 +144,9 @@ class GenerationConfig:
     compilation_cache_dir: str = "auto"
     """JAX's persistent compilation cache (set at CLI start): auto is $WANJAX_CACHE/xla (else
     ~/.cache/wanjax/xla); empty or none turns it off."""
+    text_embeddings_cache_dir: str = "auto"
+    """Prompt embeddings kept on disk, so a run repeating its prompts skips the text encoder: auto
+    is $WANJAX_CACHE/text (else ~/.cache/wanjax/text); empty or none turns it off."""
     warmup: bool = False
     """Before the timed run, a 2-step run that compiles everything; its output is never written."""
     # sharding (docs/performance.md, "Sharding")
