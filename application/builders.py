@@ -104,21 +104,6 @@ def build_image_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> ImageEnc
     )
 
 
-def xla_attention() -> Any:
-    import jax
-
-    from wanjax.adapters.jax.attention import XlaAttention, key_alignment_for
-
-    return XlaAttention(key_alignment=key_alignment_for(jax.default_backend()))
-
-
-def pallas_attention() -> Any:
-    """Our Pallas flash attention: compiled on GPU (Triton) and TPU (Mosaic), interpreted (slowly) on CPU."""
-    from wanjax.adapters.jax.pallas_attention import PallasAttention
-
-    return PallasAttention()
-
-
 def attention_backend(name: str) -> str:
     """The attention backend config `attention` runs on JAX's default platform (`auto` resolved)."""
     import jax
@@ -140,6 +125,21 @@ def cudnn_attention() -> Any:
     from wanjax.adapters.jax.cudnn_attention import CudnnAttention
 
     return CudnnAttention()
+
+
+def xla_attention() -> Any:
+    import jax
+
+    from wanjax.adapters.jax.attention import XlaAttention, key_alignment_for
+
+    return XlaAttention(key_alignment=key_alignment_for(jax.default_backend()))
+
+
+def pallas_attention() -> Any:
+    """Our Pallas flash attention: compiled on GPU (Triton) and TPU (Mosaic), interpreted (slowly) on CPU."""
+    from wanjax.adapters.jax.pallas_attention import PallasAttention
+
+    return PallasAttention()
 
 
 def tokamax_attention() -> Any:
@@ -262,10 +262,17 @@ def build_autoencoder(
 ) -> VideoAutoencoder:
     """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
     from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
-    from wanjax.adapters.jax.dtypes import jax_dtype
-    from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
     from wanjax.adapters.jax.vae.sharding import SpatialSharding
     from wanjax.adapters.jax.vae.weights import load_vae
+
+    vae = load_vae(checkpoint.vae_spec, vae_runtime(dtype, config), checkpoint.weights("vae"))
+    return JaxVideoAutoencoder(vae, None if mesh is None else SpatialSharding(mesh))
+
+
+def vae_runtime(dtype: str, config: GenerationConfig) -> Any:
+    """The VAE's dtypes, chunks and tiling from `config` (its `auto` dtypes follow `dtype`)."""
+    from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
 
     compute = dtype if config.vae_dtype == "auto" else config.vae_dtype
     storage = compute if config.vae_weights_dtype == "auto" else config.vae_weights_dtype
@@ -274,12 +281,10 @@ def build_autoencoder(
         tile_sample_min_height=size, tile_sample_min_width=size,
         tile_sample_stride_height=stride, tile_sample_stride_width=stride,
     )  # fmt: skip
-    runtime = VaeRuntime(
+    return VaeRuntime(
         dtype=jax_dtype(compute),
         param_dtype=jax_dtype(storage),
         decode_chunk=config.vae_decode_chunk,
         encode_chunk=config.vae_encode_chunk,
         tiling=tiling if config.vae_tiling else None,
     )
-    spatial = None if mesh is None else SpatialSharding(mesh)
-    return JaxVideoAutoencoder(load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae")), spatial)

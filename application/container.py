@@ -5,6 +5,7 @@ from __future__ import annotations
 from dependency_injector import containers, providers
 
 from wanjax.application import builders
+from wanjax.application.memory import MemoryPlanner
 from wanjax.application.service import GenerationService, ModelComponents
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.sharding import MeshShape, logical_rules
@@ -37,18 +38,22 @@ class Container(containers.DeclarativeContainer):
     mesh_shape = providers.Singleton(MeshShape.of, config)
     sharding_rules = providers.Singleton(logical_rules, config.provided.logical_axis_rules)
 
+    memory_planner = providers.Singleton(
+        MemoryPlanner, config, checkpoint, dtype, attention_backend, mesh_shape
+    )
+
     text_encoder = providers.Singleton(
         builders.build_text_encoder,
         checkpoint,
         dtype,
         config.provided.text_encoder_dtype,
         config.provided.compile_text_encoder,
+        config.provided.text_embeddings_cache_dir,
     )
     denoiser = providers.Singleton(
         builders.build_denoiser,
         checkpoint,
         dtype,
-        config.provided.text_embeddings_cache_dir,
         config.provided.scan_layers,
         attention,
         config.provided.loras,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
+from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 
 # CLI flag -> config key; each is also reachable as --set key=value
@@ -32,29 +33,42 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="wanjax", description="Wan video generation in JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="generate a video per --prompt, in one batch")
-    gen.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
-    gen.add_argument("--prompt", action="append", required=True,
-                     help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
-    gen.add_argument("--negative-prompt")
-    gen.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
-    gen.add_argument("--height", type=int)
-    gen.add_argument("--width", type=int)
-    gen.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
-    gen.add_argument("--steps", type=int, help="denoising steps")
-    gen.add_argument("--guidance-scale", type=float, help="guidance (of the high-noise expert on Wan 2.2 A14B)")
-    gen.add_argument("--guidance-scale-low", type=float, help="guidance of the low-noise expert (Wan 2.2 A14B)")
-    gen.add_argument("--seed", type=int)
-    gen.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
-    gen.add_argument("--lora", action="append", metavar="PATH[:SCALE]",
-                     help="LoRA merged into the transformer (Wan 2.2 A14B: the high-noise expert); repeatable")
-    gen.add_argument("--lora-low", action="append", metavar="PATH[:SCALE]",
-                     help="LoRA merged into the low-noise expert of Wan 2.2 A14B models; repeatable")
-    gen.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")
-    gen.add_argument("--latents", type=Path, help=".npy initial noise [B, C, F', H', W'] (diffusers layout)")
-    gen.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
-    gen.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
-    gen.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
-    group = gen.add_argument_group(
+    plan = commands.add_parser(
+        "plan", help="print what `generate` with the same flags would hold in memory at its peak; loads no weights"
+    )
+    for sub in (gen, plan):
+        _add_generation_arguments(sub)
+    commands.add_parser("presets", help="list the presets")
+    _add_bench_parser(commands)
+    return parser
+
+
+def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags of `generate`, which `plan` shares."""
+    parser.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
+    parser.add_argument("--prompt", action="append", required=True,
+                        help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
+    parser.add_argument("--negative-prompt")
+    parser.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
+    parser.add_argument("--height", type=int)
+    parser.add_argument("--width", type=int)
+    parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
+    parser.add_argument("--steps", type=int, help="denoising steps")
+    parser.add_argument("--guidance-scale", type=float, help="guidance (of the high-noise expert on Wan 2.2 A14B)")
+    parser.add_argument("--guidance-scale-low", type=float, help="guidance of the low-noise expert (Wan 2.2 A14B)")
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
+    parser.add_argument("--lora", action="append", metavar="PATH[:SCALE]",
+                        help="LoRA merged into the transformer (Wan 2.2 A14B: the high-noise expert); repeatable")
+    parser.add_argument("--lora-low", action="append", metavar="PATH[:SCALE]",
+                        help="LoRA merged into the low-noise expert of Wan 2.2 A14B models; repeatable")
+    parser.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")
+    parser.add_argument("--latents", type=Path, help=".npy initial noise [B, C, F', H', W'] (diffusers layout)")
+    parser.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
+    parser.add_argument("--verbose", action="store_true", help="also print the memory plan before loading")
+    group = parser.add_argument_group(
         "multi-process (one process per host; process 0 writes the output)",
         "Each setting is read from its flag, else from its environment variable. Give all three, or none "
         "for a single process. Every process runs the same command; the mesh (--set mesh_data=...) spans "
@@ -64,8 +78,25 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where process 0 serves the coordinator (else JAX_COORDINATOR_ADDRESS)")
     group.add_argument("--num-processes", type=int, help="how many processes (else JAX_NUM_PROCESSES)")
     group.add_argument("--process-id", type=int, help="this process's index, from 0 (else JAX_PROCESS_ID)")
-    commands.add_parser("presets", help="list the presets")
-    return parser
+
+
+def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
+    from wanjax.domain.config import ATTENTION_BACKENDS, DTYPES
+
+    bench = commands.add_parser(
+        "bench", help="time a preset's transformer (random weights, no checkpoint) per guided denoising step"
+    )
+    bench.add_argument("--model", default="demo", help="preset name or published Wan repo id (default: demo)")
+    bench.add_argument("--layers", type=int, help="run only the first N layers of the architecture")
+    bench.add_argument("--steps", type=int, help="timed denoising steps (default: 3)")
+    bench.add_argument("--height", type=int, help="default: the preset's")
+    bench.add_argument("--width", type=int, help="default: the preset's")
+    bench.add_argument("--num-frames", type=int, help="4k+1 frames; default: the preset's")
+    bench.add_argument("--attention", choices=ATTENTION_BACKENDS, help="default: the preset's")
+    bench.add_argument("--dtype", choices=DTYPES, help="default: the preset's (auto: bfloat16, float32 on CPU)")
+    bench.add_argument("--vae", action="store_true", help="also time one VAE decode of the latents")
+    bench.add_argument("--vs", choices=("diffusers",), help="also time diffusers' WanTransformer3DModel, same shapes")
+    bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -77,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             print("\n".join(preset_names()))
             return 0
+        if args.command == "plan":
+            return _generate(args, plan_only=True)
+        if args.command == "bench":
+            return _bench(args)
         return _generate(args)
     except WanjaxError as err:
         print(f"wanjax: error: {err}", file=sys.stderr)
@@ -118,7 +153,8 @@ def _join_process_group(args: argparse.Namespace) -> None:
         initialize(group)
 
 
-def _generate(args: argparse.Namespace) -> int:
+def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
+    """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed."""
     _join_process_group(args)
     from wanjax.adapters.jax.distributed import is_primary
     from wanjax.adapters.media.images import read_image
@@ -142,8 +178,14 @@ def _generate(args: argparse.Namespace) -> int:
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
-    service = build_container(config).service()
+    container = build_container(config)
+    service = container.service()
     service.geometry(request)
+    plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
+    if plan_only or args.verbose:
+        print(plan.summary(), file=sys.stdout if plan_only else sys.stderr)
+    if plan_only:
+        return 0
     warmup = service.warmup(requests, initial_latents=latents, output_type=output_type) if config.warmup else None
     progress = StepProgress(disable=args.quiet)
     try:
@@ -170,6 +212,46 @@ def _generate(args: argparse.Namespace) -> int:
             print(f"cache_policy={request.cache.policy}: {report.steps_skipped} of {report.num_steps} steps skipped")
     print("\n".join(f"wrote {path}" for path in written))
     return 0
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from wanjax.application.bench import BenchOptions, run_bench, write_bench_json
+
+    flags = ("layers", "steps", "height", "width", "num_frames", "attention", "dtype")
+    given = {key: getattr(args, key) for key in flags}
+    options = BenchOptions(
+        model=args.model, vae=args.vae, vs_diffusers=args.vs == "diffusers",
+        **{key: value for key, value in given.items() if value is not None},
+    )  # fmt: skip
+    result = run_bench(options)
+    print(bench_report(result))
+    if args.json is not None:
+        write_bench_json(result, args.json)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def bench_report(result: BenchResult) -> str:
+    """The human-readable lines of a benchmark result."""
+    shape = result.shape
+    lines = [
+        f"model      {result.model}, {result.layers} layers, {shape['width']}x{shape['height']}, "
+        f"{shape['num_frames']} frames -> latents {shape['latents']}, {result.dtype}, attention {result.attention}",
+        f"device     {result.device}",
+        f"compile    {result.compile_seconds:.2f} s",
+        f"denoise    {result.seconds_per_step:.4f} s/step over {result.steps} steps, "
+        f"{result.flops_per_step / 1e12:.4g} TFLOP/step, {result.flops_per_second / 1e12:.4g} TFLOP/s",
+        f"MFU        {result.mfu:.1%} of {result.peak.flops / 1e12:.4g} TFLOP/s ({result.peak.source})",
+        f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source})",
+    ]
+    if result.vae_seconds is not None:
+        lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
+    if result.diffusers_seconds_per_step is not None:
+        lines.append(
+            f"diffusers  {result.diffusers_seconds_per_step:.4f} s/step on {result.diffusers_device}: "
+            f"wanjax is {result.speedup_over_diffusers:.2f}x as fast"
+        )
+    return "\n".join(lines)
 
 
 class StepProgress:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -103,6 +104,10 @@ class ComponentWeights(Mapping[str, np.ndarray]):
         """(file, offset): reading tensors in this order reads each file front to back."""
         file = self._files[self._owner[name]]
         return file.path.name, file.entries[name].begin
+
+    def parameter_count(self) -> int:
+        """Elements over every tensor, from the headers alone (nothing is read)."""
+        return sum(math.prod(entry.shape) for file in self._files.values() for entry in file.entries.values())
 
     def __getitem__(self, name: str) -> np.ndarray:
         if name not in self._owner:

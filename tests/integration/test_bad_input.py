@@ -137,3 +137,11 @@ def test_image_for_a_text_to_video_model(tmp_path, capsys):
 
     Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "frame.png")
     _fails(tmp_path, capsys, ["--image", str(tmp_path / "frame.png")], "text-to-video model and takes no image")
+
+
+def test_a_video_that_cannot_fit_is_refused_with_the_estimate_and_the_fixes(tmp_path, capsys):
+    message = _fails(
+        tmp_path, capsys, ["--height", "4096", "--width", "4096", "--num-frames", "81"],
+        "nothing was loaded", "estimated peak", "VAE decode activations", "--set vae_tiling=true",
+    )  # fmt: skip
+    assert "GiB free" in message

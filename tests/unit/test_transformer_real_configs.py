@@ -14,23 +14,18 @@ from flax import nnx
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import transformer_weight_shapes
+from wanjax.adapters.torch.diffusers_bench import diffusers_config
+from wanjax.domain.architectures import (
+    WAN21_FLF2V_14B,
+    WAN21_I2V_14B,
+    WAN21_T2V_1_3B,
+    WAN21_T2V_14B,
+    WAN22_I2V_A14B,
+    WAN22_T2V_A14B,
+    WAN22_TI2V_5B,
+)
+from wanjax.domain.memory import transformer_parameters
 from wanjax.domain.specs import TransformerSpec
-
-WAN21_T2V_1_3B = dict(
-    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
-    out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
-    qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
-)  # fmt: skip
-WAN21_T2V_14B = {**WAN21_T2V_1_3B, "num_attention_heads": 40, "ffn_dim": 13824, "num_layers": 40}
-# 480p and 720p share this transformer; CLIP ViT-H/14 image tokens are 1280 wide.
-WAN21_I2V_14B = {**WAN21_T2V_14B, "in_channels": 36, "image_dim": 1280, "added_kv_proj_dim": 5120}
-WAN21_FLF2V_14B = {**WAN21_I2V_14B, "pos_embed_seq_len": 2 * 257}
-WAN22_T2V_A14B = WAN21_T2V_14B  # each of the two experts
-WAN22_I2V_A14B = {**WAN21_T2V_14B, "in_channels": 36}  # image latent channels only, no CLIP tokens
-WAN22_TI2V_5B = {
-    **WAN21_T2V_1_3B, "num_attention_heads": 24, "in_channels": 48, "out_channels": 48,
-    "ffn_dim": 14336, "num_layers": 30,
-}  # fmt: skip
 
 CONFIGS = {
     "2.1-T2V-1.3B": WAN21_T2V_1_3B,
@@ -41,12 +36,19 @@ CONFIGS = {
     "2.2-I2V-A14B": WAN22_I2V_A14B,
     "2.2-TI2V-5B": WAN22_TI2V_5B,
 }
+# diffusers' parameter counts of these configs, in billions (the sizes the model names round)
+BILLIONS = {
+    "2.1-T2V-1.3B": 1.419, "2.1-T2V-14B": 14.288, "2.1-I2V-14B": 16.395, "2.1-FLF2V-14B": 16.396,
+    "2.2-T2V-A14B": 14.288, "2.2-I2V-A14B": 14.289, "2.2-TI2V-5B": 5.000,
+}  # fmt: skip
 
 
 @pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
-@pytest.mark.parametrize("config", list(CONFIGS.values()), ids=list(CONFIGS))
-def test_matches_diffusers_parameters(config: dict, scan_layers: bool) -> None:
-    spec = TransformerSpec.from_diffusers_config(config)
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_matches_diffusers_parameters(name: str, scan_layers: bool) -> None:
+    spec = CONFIGS[name]
+    config = diffusers_config(spec)
+    assert TransformerSpec.from_diffusers_config(config) == spec
     runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
     model = nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
     with torch.device("meta"):
@@ -54,5 +56,7 @@ def test_matches_diffusers_parameters(config: dict, scan_layers: bool) -> None:
 
     ours = sum(math.prod(p.get_value().shape) for _, p in nnx.iter_graph(model) if isinstance(p, nnx.Param))
     assert ours == sum(p.numel() for p in reference.parameters())
+    assert round(ours / 1e9, 3) == BILLIONS[name]
+    assert transformer_parameters(spec)[0] == ours  # the memory plan's count, from the spec alone
     expected = {name: tuple(t.shape) for name, t in reference.state_dict().items()}
     assert transformer_weight_shapes(model) == expected

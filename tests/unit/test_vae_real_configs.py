@@ -15,6 +15,8 @@ from flax import nnx
 
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
+from wanjax.adapters.torch.diffusers_bench import diffusers_config
+from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
 from wanjax.domain.errors import ConfigError, UnsupportedModelError
 from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD, VaeSpec
 
@@ -25,26 +27,31 @@ WAN22_CONFIG = dict(
     patch_size=2, scale_factor_spatial=16, scale_factor_temporal=4,
     latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
 )  # fmt: skip
-# Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults.
-WAN21_CONFIG = dict(base_dim=96, z_dim=16)
 
 
 def _abstract(spec: VaeSpec) -> WanVAE:
     return nnx.eval_shape(lambda: WanVAE(spec, VaeRuntime(), rngs=nnx.Rngs(0)))
 
 
-@pytest.mark.parametrize("config", [WAN21_CONFIG, WAN22_CONFIG], ids=["wan2.1", "wan2.2"])
-def test_parameter_count_matches_diffusers(config: dict) -> None:
+@pytest.mark.parametrize("spec", [WAN21_VAE, WAN22_VAE], ids=["wan2.1", "wan2.2"])
+def test_parameter_count_matches_diffusers(spec: VaeSpec) -> None:
     with torch.device("meta"):
-        reference = AutoencoderKLWan(**config)
+        reference = AutoencoderKLWan(**diffusers_config(spec))
     expected = sum(p.numel() for p in reference.parameters())
-    spec = VaeSpec.from_diffusers_config(dict(reference.config))
+    assert VaeSpec.from_diffusers_config(dict(reference.config)) == spec
     ours = sum(int(np.prod(v.shape)) for v in jax.tree.leaves(nnx.state(_abstract(spec), nnx.Param)))
     assert ours == expected
 
 
+def test_wan21_vae_is_diffusers_default_config() -> None:
+    """Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json sets base_dim 96, z_dim 16: diffusers' defaults."""
+    with torch.device("meta"):
+        reference = AutoencoderKLWan(base_dim=96, z_dim=16)
+    assert VaeSpec.from_diffusers_config(dict(reference.config)) == WAN21_VAE
+
+
 def test_wan22_factory_is_the_released_config() -> None:
-    assert VaeSpec.wan22() == VaeSpec.from_diffusers_config({**WAN22_CONFIG, "clip_output": False})
+    assert WAN22_VAE == VaeSpec.from_diffusers_config({**WAN22_CONFIG, "clip_output": False})
 
 
 def test_wan22_released_size_shapes() -> None:

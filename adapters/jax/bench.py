@@ -1,0 +1,176 @@
+"""Timing the real Wan transformer and VAE with random weights: no checkpoint, no disk.
+
+The weights are made by one jitted call, so they come into being on the device (a 14B
+model never passes through host memory). Denoising runs through the production
+`JaxDenoiser`, so a timed step is the step `wanjax generate` runs (transformer on the
+guidance batch, guidance, solver update), compiled ahead of time by its `prepare`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import sys
+import time
+from collections.abc import Sequence
+
+import attrs
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import nnx
+from jax.typing import DTypeLike
+
+from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
+from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.vae.model import WanVAE
+from wanjax.adapters.jax.vae.runtime import VaeRuntime
+from wanjax.domain.bench import MemoryPeak
+from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.flops import matmul_flops
+from wanjax.domain.plan import SamplingPlan
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+
+def random_transformer(spec: TransformerSpec, runtime: TransformerRuntime, seed: int = 0) -> WanTransformer:
+    """The model with random weights made on the device, in its own parameter dtypes and layout."""
+    return _with_random_weights(nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0))), seed)
+
+
+def random_vae(spec: VaeSpec, runtime: VaeRuntime, seed: int = 0) -> WanVAE:
+    """The VAE with random weights made on the device."""
+    return _with_random_weights(nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0))), seed)
+
+
+def _with_random_weights(abstract: nnx.Module, seed: int) -> nnx.Module:
+    """Fills an abstract (`nnx.eval_shape`) module in one jitted call, so the weights never pass
+    through host memory. Not the modules' own initialisers: on a busy 2-core CPU, XLA took 87 s to
+    compile those (threefry normals) for the demo VAE and 15 s for the 2-layer demo transformer;
+    this counter hash, one small loop per parameter, 15 s and 3 s. Uniform values with variance
+    1 / fan-in keep activations in range; neither step time nor memory depends on the values."""
+    graphdef, state = nnx.split(abstract)
+    leaves, treedef = jax.tree.flatten(state)
+    fill = jax.jit(lambda: [_hashed_uniform(leaf.shape, leaf.dtype, i, seed) for i, leaf in enumerate(leaves)])
+    return nnx.merge(graphdef, jax.tree.unflatten(treedef, fill()))
+
+
+def _hashed_uniform(shape: tuple[int, ...], dtype: DTypeLike, index: int, seed: int) -> jax.Array:
+    """Uniform in +-sqrt(3 / fan_in) (fan_in: the second-last axis, 1 for vectors) from a 32-bit
+    integer hash (lowbias32) of each element's position, offset per parameter and seed."""
+    offset = (index * 0x9E3779B9 + seed * 0x85EBCA6B) & 0xFFFFFFFF
+    bits = jax.lax.iota(jnp.uint32, math.prod(shape)) + jnp.uint32(offset)
+    bits = (bits ^ (bits >> 16)) * jnp.uint32(0x7FEB352D)
+    bits = (bits ^ (bits >> 15)) * jnp.uint32(0x846CA68B)
+    bits = bits ^ (bits >> 16)
+    unit = (bits >> 8).astype(jnp.float32) * (2.0 / 2**24) - 1.0  # [-1, 1)
+    fan_in = shape[-2] if len(shape) >= 2 else 1
+    return (unit * (3.0 / fan_in) ** 0.5).reshape(shape).astype(dtype)
+
+
+@attrs.frozen(kw_only=True)
+class DenoiseTiming:
+    """compile_seconds: compiling the step and the KV-cache builder. seconds_per_step: what one more
+    step adds to a run. latents: what the longer run made, [B, F', H', W', C] float32."""
+
+    compile_seconds: float
+    seconds_per_step: float
+    latents: jax.Array
+
+
+def time_denoising(
+    experts: Sequence[WanTransformer],
+    options: DenoiserOptions,
+    plan: SamplingPlan,
+    single_step: SamplingPlan,
+    latent_shape: tuple[int, ...],
+    context: np.ndarray,
+    negative_context: np.ndarray | None,
+    conditioning: Conditioning = Conditioning(),
+) -> DenoiseTiming:
+    """Compiles; runs `single_step` (a 1-step plan: the same executable) once untimed to pay first-call
+    costs, then times it and `plan`. A run also computes its KV cache once and moves its inputs in;
+    the difference of the two runs over the extra steps leaves those out. The Python loop runs,
+    whatever `options` say, so every step count shares one compiled step."""
+    if single_step.num_steps != 1:
+        raise ValueError(f"single_step has {single_step.num_steps} steps, not 1")
+    denoiser = JaxDenoiser(experts, attrs.evolve(options, scan_diffusion_loop=False))
+    latents = denoiser.noise(0, latent_shape)
+    args = (context, negative_context)
+
+    def run(steps: SamplingPlan) -> tuple[float, jax.Array]:
+        start = time.perf_counter()
+        result = denoiser.denoise(latents, steps, *args, conditioning=conditioning)  # blocks until ready
+        return time.perf_counter() - start, result
+
+    start = time.perf_counter()
+    denoiser.prepare(latents, plan, *args, conditioning)
+    compile_seconds = time.perf_counter() - start
+    run(single_step)
+    one = min(run(single_step)[0] for _ in range(2))
+    many, result = run(plan)
+    if denoiser.num_compiled != 1:  # a recompile inside a timed run would be timed as steps
+        raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
+    if many <= one:
+        raise RuntimeError(f"{plan.num_steps - 1} steps took no measurable time beside timing noise: time more steps")
+    return DenoiseTiming(
+        compile_seconds=compile_seconds, seconds_per_step=(many - one) / (plan.num_steps - 1), latents=result
+    )
+
+
+@attrs.frozen(kw_only=True)
+class DecodeTiming:
+    compile_seconds: float
+    seconds: float
+
+
+def time_decode(vae: WanVAE, latents: jax.Array) -> DecodeTiming:
+    """One decode of `latents` to uint8 frames on the host, after its compile."""
+    autoencoder = JaxVideoAutoencoder(vae)
+    start = time.perf_counter()
+    autoencoder.prepare(latents)
+    compiled = time.perf_counter()
+    autoencoder.decode_to_uint8(latents)
+    return DecodeTiming(compile_seconds=compiled - start, seconds=time.perf_counter() - compiled)
+
+
+@attrs.frozen(kw_only=True)
+class DeviceInfo:
+    """The device a benchmark runs on. name: e.g. "gpu: NVIDIA H100 80GB HBM3", "cpu: 2 cores"."""
+
+    platform: str
+    kind: str
+    name: str
+
+
+def default_device() -> DeviceInfo:
+    device = jax.devices()[0]
+    cores = f"{len(os.sched_getaffinity(0))} cores"
+    name = f"cpu: {cores}" if device.platform == "cpu" else f"{device.platform}: {device.device_kind}"
+    return DeviceInfo(platform=device.platform, kind=device.device_kind, name=name)
+
+
+def peak_memory() -> MemoryPeak:
+    """The default device allocator's peak so far; on CPU (no allocator statistics) the process's
+    peak RSS, which also counts the Python runtime and everything else this process ever held."""
+    stats = jax.devices()[0].memory_stats() or {}
+    if "peak_bytes_in_use" in stats:
+        return MemoryPeak(bytes=int(stats["peak_bytes_in_use"]), source="device peak_bytes_in_use")
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return MemoryPeak(bytes=rss if sys.platform == "darwin" else rss * 1024, source="process peak RSS")
+
+
+def measured_matmul_flops(dtype: DTypeLike, n: int, repeats: int = 3) -> float:
+    """The best FLOP/s of an [n, n] @ [n, n] matmul in `dtype` on the default device: the ceiling
+    where no datasheet number is known (CPUs). The best of `repeats`, after one untimed call."""
+    a, b = (jax.random.normal(jax.random.key(i), (n, n), dtype) for i in (0, 1))
+    matmul = jax.jit(jnp.matmul).lower(a, b).compile()
+    matmul(a, b).block_until_ready()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        matmul(a, b).block_until_ready()
+        best = min(best, time.perf_counter() - start)
+    return matmul_flops(n, n, n) / best

@@ -1,0 +1,114 @@
+"""The reference side of `wanjax bench --vs diffusers`: diffusers' WanTransformer3DModel with random
+weights, the same architecture and shapes, timed per guided step on CUDA or the CPU.
+
+A step is the transformer forward on the guidance batch plus the guidance combination, as
+diffusers' WanPipeline runs it (its scheduler update is left out: elementwise, negligible).
+diffusers is a test dependency, imported only here and only when asked for.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+
+import attrs
+import torch
+
+from wanjax.domain.errors import ConfigError
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def require_diffusers() -> None:
+    """Checked before any work, so a missing package fails at once."""
+    if importlib.util.find_spec("diffusers") is None:
+        raise ConfigError("--vs diffusers needs the diffusers package: pip install diffusers")
+
+
+def torch_device(jax_platform: str) -> str:
+    """Where diffusers runs beside JAX on `jax_platform`: CUDA beside a GPU, the CPU beside the CPU."""
+    if jax_platform == "cpu":
+        return "cpu"
+    if jax_platform == "gpu" and torch.cuda.is_available():
+        return "cuda"
+    raise ConfigError(
+        f"--vs diffusers runs torch on the same kind of device; none here for JAX's {jax_platform!r} "
+        "(torch has no TPU backend; on a GPU, install a CUDA build of torch)"
+    )
+
+
+def diffusers_config(spec: TransformerSpec | VaeSpec) -> dict[str, object]:
+    """WanTransformer3DModel's (AutoencoderKLWan's) keyword arguments for `spec`, whose fields are
+    diffusers' config keys; unset fields are left to diffusers' defaults (None too). A VAE's config
+    also states its compression, which diffusers does not derive."""
+    config = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items() if v is not None}
+    if isinstance(spec, VaeSpec):
+        config.update(scale_factor_spatial=spec.spatial_compression, scale_factor_temporal=spec.temporal_compression)
+    return config
+
+
+def _random_model(spec: TransformerSpec, dtype: torch.dtype, device: str) -> torch.nn.Module:
+    """Built in `dtype` directly on `device` (no fp32 copy first); the modules diffusers keeps in
+    fp32 when it loads a checkpoint are cast back to fp32, as from_pretrained does."""
+    from diffusers import WanTransformer3DModel
+
+    config = diffusers_config(spec)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        with torch.device(device):
+            model = WanTransformer3DModel(**config)
+    finally:
+        torch.set_default_dtype(default)
+    keep = set(getattr(model, "_keep_in_fp32_modules", None) or ())
+    for name, module in model.named_modules():
+        if keep.intersection(name.split(".")):
+            module.float()
+    return model.eval()
+
+
+def time_diffusers_steps(
+    spec: TransformerSpec,
+    latent_shape: tuple[int, ...],
+    text_tokens: int,
+    image_tokens: int,
+    *,
+    guidance_scale: float,
+    dtype: str,
+    device: str,
+    steps: int,
+) -> float:
+    """Seconds per guided step on latents [B, F', H', W', C] (B = 2 under guidance), after one
+    untimed step. On the CPU torch gets as many threads as XLA's pool (the cores this process may use)."""
+    if device == "cpu":
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.manual_seed(0)
+    model = _random_model(spec, TORCH_DTYPES[dtype], device)
+    batch, frames, height, width, _ = latent_shape
+    make = dict(device=device, dtype=TORCH_DTYPES[dtype])
+    inputs = dict(
+        hidden_states=torch.randn(batch, spec.in_channels, frames, height, width, **make),
+        timestep=torch.full((batch,), 999.0, device=device),
+        encoder_hidden_states=torch.randn(batch, text_tokens, spec.text_dim, **make),
+        encoder_hidden_states_image=torch.randn(batch, image_tokens, spec.image_dim, **make) if image_tokens else None,
+        return_dict=False,
+    )
+
+    def step() -> torch.Tensor:
+        with torch.inference_mode():
+            (velocity,) = model(**inputs)
+            if batch == 1:  # no guidance
+                return velocity
+            conditional, unconditional = velocity.chunk(2)
+            return unconditional + guidance_scale * (conditional - unconditional)
+
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    step()
+    synchronize()
+    start = time.perf_counter()
+    for _ in range(steps):
+        step()
+    synchronize()
+    return (time.perf_counter() - start) / steps

@@ -1,0 +1,246 @@
+"""`wanjax bench`: a preset's real transformer (and optionally VAE) with random weights, timed.
+
+No checkpoint is read: the architecture comes from the published table (or the demo's own),
+the weights are made on the device. Every input is validated, and so are the optional
+diffusers comparison's requirements, before anything is built.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import attrs
+import numpy as np
+
+from wanjax.application.builders import DEMO_MODEL, attention_backend, resolve_dtype, vae_runtime
+from wanjax.application.container import build_container
+from wanjax.application.presets import preset_names, resolve_config
+from wanjax.domain.architectures import ARCHITECTURES, Architecture, published_architecture
+from wanjax.domain.bench import BenchResult, Peak
+from wanjax.domain.caching.settings import CacheSettings
+from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.devices import device_peak
+from wanjax.domain.errors import ConfigError
+from wanjax.domain.flops import transformer_flops_per_step
+from wanjax.domain.latents import LatentGeometry
+from wanjax.domain.plan import SamplingPlan, plan_sampling
+from wanjax.domain.requests import GenerationRequest
+
+if TYPE_CHECKING:
+    from wanjax.adapters.jax.bench import DenoiseTiming, DeviceInfo
+
+DEFAULT_STEPS = 3
+# n of the measured [n, n] @ [n, n] ceiling: big enough to reach a CPU's peak in a fraction of a second,
+# and (for accelerators missing from the datasheet table) a GPU's
+CPU_CEILING_SIZE, CEILING_SIZE = 2048, 16384
+
+
+@attrs.frozen(kw_only=True)
+class BenchOptions:
+    """What to run: a preset (or published repo id), optionally cut to `layers` layers, at its own
+    size unless given, with its attention and dtype unless given."""
+
+    model: str = DEMO_MODEL
+    layers: int | None = None
+    steps: int = DEFAULT_STEPS
+    height: int | None = None
+    width: int | None = None
+    num_frames: int | None = None
+    attention: str | None = None
+    dtype: str | None = None
+    vae: bool = False
+    vs_diffusers: bool = False
+
+
+@attrs.frozen(kw_only=True)
+class BenchPlan:
+    """A validated benchmark: nothing built yet."""
+
+    config: GenerationConfig
+    architecture: Architecture
+    request: GenerationRequest
+    geometry: LatentGeometry
+    plan: SamplingPlan  # the timed steps and one more
+    single_step: SamplingPlan
+    dtype: str
+
+    @property
+    def copies(self) -> int:
+        """Transformer rows per video: 2 under classifier-free guidance (conditional, unconditional)."""
+        return 2 if self.request.uses_guidance else 1
+
+    @property
+    def flops_per_step(self) -> int:
+        g, a = self.geometry, self.architecture
+        return transformer_flops_per_step(
+            a.transformer, g.frames, g.height, g.width, self.config.max_sequence_length, self.copies,
+            a.image_tokens, kv_cached=self.config.use_kv_cache,
+        )  # fmt: skip
+
+
+def plan_bench(options: BenchOptions) -> BenchPlan:
+    """Validates `options` into a plan; a bad one raises a WanjaxError naming the fix."""
+    if options.model not in preset_names() and options.model not in ARCHITECTURES:
+        raise ConfigError(
+            f"bench --model {options.model!r}: give a preset ({', '.join(preset_names())}) "
+            f"or a published repo id ({', '.join(ARCHITECTURES)})"
+        )
+    if options.steps < 1:
+        raise ConfigError(f"--steps {options.steps}: must be >= 1")
+    overrides = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
+    config = resolve_config(options.model, overrides)
+    architecture = _with_layers(_architecture(config.model), options.layers)
+    request = attrs.evolve(
+        config.request(
+            "benchmark", height=options.height, width=options.width, num_frames=options.num_frames,
+            num_inference_steps=options.steps,
+        ),
+        sample_timesteps=None, expert_switch_step=None, cache=CacheSettings(),  # --steps decides; dense
+    )  # fmt: skip
+    geometry = LatentGeometry.of(request, architecture.transformer, architecture.vae)
+    experts = dict(num_experts=architecture.num_experts, model_boundary_ratio=architecture.boundary_ratio)
+    # one step more than timed: the timing is the difference of this run and a 1-step one
+    plan = plan_sampling(attrs.evolve(request, num_inference_steps=options.steps + 1), **experts)
+    single_step = plan_sampling(attrs.evolve(request, num_inference_steps=1), **experts)
+    return BenchPlan(
+        config=config, architecture=architecture, request=request, geometry=geometry, plan=plan,
+        single_step=single_step, dtype=resolve_dtype(config.dtype),
+    )  # fmt: skip
+
+
+def _architecture(model: str) -> Architecture:
+    if model == DEMO_MODEL:
+        from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER, DEMO_VAE
+
+        return Architecture(transformer=DEMO_TRANSFORMER, vae=DEMO_VAE)
+    return published_architecture(model)
+
+
+def _with_layers(architecture: Architecture, layers: int | None) -> Architecture:
+    if layers is None:
+        return architecture
+    most = architecture.transformer.num_layers
+    if not 1 <= layers <= most:
+        raise ConfigError(f"--layers {layers}: must be between 1 and {most}, the layers of this architecture")
+    return attrs.evolve(architecture, transformer=attrs.evolve(architecture.transformer, num_layers=layers))
+
+
+def run_bench(options: BenchOptions) -> BenchResult:
+    """Validates, then builds the model(s) with random weights on the default device and times them."""
+    bench = plan_bench(options)
+    diffusers_device = _diffusers_device() if options.vs_diffusers else None
+    from wanjax.adapters.jax import bench as jax_bench
+
+    timing = _time_transformer(bench)
+    memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
+    decode = None
+    if options.vae:
+        vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.dtype, bench.config))
+        decode = jax_bench.time_decode(vae, timing.latents)
+    device = jax_bench.default_device()
+    peak = _peak(device, bench.dtype)
+    diffusers_seconds = None
+    if diffusers_device is not None:
+        diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
+    return BenchResult(
+        device=device.name,
+        model=options.model,
+        layers=bench.architecture.transformer.num_layers,
+        shape=_shape(bench),
+        dtype=bench.dtype,
+        attention=attention_backend(bench.config.attention),  # what ran: `auto` resolved
+        steps=bench.request.num_inference_steps,
+        seconds_per_step=timing.seconds_per_step,
+        flops_per_step=bench.flops_per_step,
+        peak=peak,
+        memory=memory,
+        compile_seconds=timing.compile_seconds,
+        vae_seconds=None if decode is None else decode.seconds,
+        vae_compile_seconds=None if decode is None else decode.compile_seconds,
+        diffusers_seconds_per_step=diffusers_seconds,
+        diffusers_device=diffusers_device,
+    )
+
+
+def _time_transformer(bench: BenchPlan) -> DenoiseTiming:
+    """The guided steps; the experts' weights are freed on return, before the VAE's are made."""
+    from wanjax.adapters.jax.bench import random_transformer, time_denoising
+    from wanjax.adapters.jax.denoising import DenoiserOptions
+    from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+
+    config, architecture, dtype = bench.config, bench.architecture, jax_dtype(bench.dtype)
+    attention = build_container(config).attention()
+    runtime = TransformerRuntime(dtype=dtype, param_dtype=dtype, scan_layers=config.scan_layers, attention=attention)
+    experts = [random_transformer(architecture.transformer, runtime, seed) for seed in range(architecture.num_experts)]
+    options = DenoiserOptions(use_kv_cache=config.use_kv_cache, scheduler_dtype=jax_dtype(config.scheduler_dtype))
+    context, negative, conditioning = _inputs(bench)
+    shape = bench.geometry.shape
+    return time_denoising(experts, options, bench.plan, bench.single_step, shape, context, negative, conditioning)
+
+
+def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioning]:
+    """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and, for
+    image-to-video models, random image conditioning of the shapes the real encoders give."""
+    rng = np.random.default_rng(0)
+    spec, g = bench.architecture.transformer, bench.geometry
+    text = (1, bench.config.max_sequence_length, spec.text_dim)
+    context = rng.standard_normal(text, dtype=np.float32)
+    negative = rng.standard_normal(text, dtype=np.float32) if bench.request.uses_guidance else None
+    extra, image_tokens = bench.architecture.extra_channels, bench.architecture.image_tokens
+    channels = (1, g.frames, g.height, g.width, extra)  # I2V: mask and first-frame latents
+    image = (1, image_tokens, spec.image_dim)  # CLIP tokens
+    conditioning = Conditioning(
+        extra_channels=rng.standard_normal(channels, dtype=np.float32) if extra else None,
+        image_context=rng.standard_normal(image, dtype=np.float32) if image_tokens else None,
+    )
+    return context, negative, conditioning
+
+
+def _shape(bench: BenchPlan) -> dict[str, object]:
+    r, g = bench.request, bench.geometry
+    latents = [bench.copies, g.frames, g.height, g.width, bench.architecture.transformer.in_channels]
+    return {"height": r.height, "width": r.width, "num_frames": r.num_frames, "latents": latents}
+
+
+def _peak(device: DeviceInfo, dtype: str) -> Peak:
+    """The datasheet peak of a listed accelerator, else a measured matmul ceiling (CPUs)."""
+    from wanjax.adapters.jax.bench import measured_matmul_flops
+    from wanjax.adapters.jax.dtypes import jax_dtype
+
+    listed = device_peak(device.kind) if device.platform != "cpu" else None
+    if listed is not None:
+        return Peak(flops=listed.flops(dtype), source=f"datasheet, {dtype}")
+    n = CPU_CEILING_SIZE if device.platform == "cpu" else CEILING_SIZE
+    return Peak(flops=measured_matmul_flops(jax_dtype(dtype), n), source=f"measured, [{n}, {n}] {dtype} matmul")
+
+
+def _diffusers_device() -> str:
+    from wanjax.adapters.jax.bench import default_device
+    from wanjax.adapters.torch.diffusers_bench import require_diffusers, torch_device
+
+    require_diffusers()
+    return torch_device(default_device().platform)
+
+
+def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
+    from wanjax.adapters.torch.diffusers_bench import time_diffusers_steps
+
+    g = bench.geometry
+    return time_diffusers_steps(
+        bench.architecture.transformer, (bench.copies, g.frames, g.height, g.width, g.channels),
+        bench.config.max_sequence_length, bench.architecture.image_tokens,
+        guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,
+        steps=bench.request.num_inference_steps,
+    )  # fmt: skip
+
+
+def write_bench_json(result: BenchResult, path: Path) -> None:
+    """The result as one JSON object, written under a temporary name and renamed into place."""
+    from wanjax.adapters.media.atomic import atomic_path
+
+    with atomic_path(Path(path)) as temporary:
+        temporary.write_text(json.dumps(result.as_json(), indent=2) + "\n")

@@ -1,0 +1,81 @@
+"""The published Wan architectures, by Hugging Face repo id.
+
+A preset names a repo id, not an architecture; these are the numbers of each repo's
+transformer/config.json and vae/config.json (and model_index.json's boundary_ratio), so
+that sizes, FLOPs and benchmarks need no download. The transformer and VAE tests check
+them against diffusers' own classes (parameter counts, tensor names and shapes).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+WAN21_T2V_1_3B = TransformerSpec(
+    patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
+    out_channels=16, text_dim=4096, freq_dim=256, ffn_dim=8960, num_layers=30, cross_attn_norm=True,
+    qk_norm="rms_norm_across_heads", eps=1e-6, rope_max_seq_len=1024,
+)  # fmt: skip
+WAN21_T2V_14B = attrs.evolve(WAN21_T2V_1_3B, num_attention_heads=40, ffn_dim=13824, num_layers=40)
+# 480p and 720p share this transformer; CLIP ViT-H/14 image tokens are 1280 wide.
+WAN21_I2V_14B = attrs.evolve(WAN21_T2V_14B, in_channels=36, image_dim=1280, added_kv_proj_dim=5120)
+WAN21_FLF2V_14B = attrs.evolve(WAN21_I2V_14B, pos_embed_seq_len=2 * 257)
+WAN22_T2V_A14B = WAN21_T2V_14B  # each of the two experts
+WAN22_I2V_A14B = attrs.evolve(WAN21_T2V_14B, in_channels=36)  # image latent channels only, no CLIP tokens
+WAN22_TI2V_5B = attrs.evolve(
+    WAN21_T2V_1_3B, num_attention_heads=24, in_channels=48, out_channels=48, ffn_dim=14336, num_layers=30
+)
+
+WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
+WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
+
+CLIP_IMAGE_TOKENS = 257  # CLIP ViT-H/14 at 224 px: 16 x 16 patches + the class token
+
+
+@attrs.frozen(kw_only=True)
+class Architecture:
+    """One published model: its transformer (each expert's, for Wan 2.2 A14B), its VAE, how
+    many experts, where the second takes over, and how many CLIP image tokens its
+    cross-attention reads (Wan 2.1 I2V: one image, FLF2V: two)."""
+
+    transformer: TransformerSpec
+    vae: VaeSpec
+    num_experts: int = 1
+    boundary_ratio: float | None = None
+    image_tokens: int = 0
+
+    @property
+    def extra_channels(self) -> int:
+        """Input channels beyond the latents: I2V's mask and first-frame latents."""
+        return self.transformer.in_channels - self.vae.z_dim
+
+
+def _i2v(transformer: TransformerSpec, images: int) -> Architecture:
+    return Architecture(transformer=transformer, vae=WAN21_VAE, image_tokens=images * CLIP_IMAGE_TOKENS)
+
+
+ARCHITECTURES: dict[str, Architecture] = {
+    "Wan-AI/Wan2.1-T2V-1.3B-Diffusers": Architecture(transformer=WAN21_T2V_1_3B, vae=WAN21_VAE),
+    "Wan-AI/Wan2.1-T2V-14B-Diffusers": Architecture(transformer=WAN21_T2V_14B, vae=WAN21_VAE),
+    "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers": _i2v(WAN21_I2V_14B, 1),
+    "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers": _i2v(WAN21_I2V_14B, 1),
+    "Wan-AI/Wan2.1-FLF2V-14B-720P-Diffusers": _i2v(WAN21_FLF2V_14B, 2),
+    "Wan-AI/Wan2.2-T2V-A14B-Diffusers": Architecture(
+        transformer=WAN22_T2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.875
+    ),
+    "Wan-AI/Wan2.2-I2V-A14B-Diffusers": Architecture(
+        transformer=WAN22_I2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.9
+    ),
+    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE),
+}
+
+
+def published_architecture(repo_id: str) -> Architecture:
+    """The architecture of a published Wan repo; anything else names the known ones."""
+    if repo_id not in ARCHITECTURES:
+        raise UnsupportedModelError(
+            f"no published architecture is known for {repo_id!r}; known: {', '.join(ARCHITECTURES)}"
+        )
+    return ARCHITECTURES[repo_id]

@@ -1,0 +1,98 @@
+"""What `wanjax bench` measured, and the utilisation it implies.
+
+Kept apart from how it is measured (adapters/jax/bench.py) so that the arithmetic (MFU =
+FLOPs / seconds / peak) and the JSON keys have one home and can be tested without a device.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+
+@attrs.frozen(kw_only=True)
+class Peak:
+    """A device's matmul ceiling in FLOP/s; `source` says whether it is a datasheet number or measured."""
+
+    flops: float
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class MemoryPeak:
+    """Peak bytes and what they count: the device allocator's peak, or the process's peak RSS on CPU."""
+
+    bytes: int
+    source: str
+
+
+@attrs.frozen(kw_only=True)
+class BenchResult:
+    """One benchmark run: guided denoising steps of a model's transformer on one device.
+
+    shape: the video (height, width, num_frames) and the latents the transformer runs on
+    ([batch, F', H', W', C], batch 2 under classifier-free guidance).
+    """
+
+    device: str
+    model: str
+    layers: int
+    shape: dict[str, Any]
+    dtype: str
+    attention: str
+    steps: int
+    seconds_per_step: float
+    flops_per_step: int
+    peak: Peak
+    memory: MemoryPeak
+    compile_seconds: float
+    vae_seconds: float | None = None
+    vae_compile_seconds: float | None = None
+    diffusers_seconds_per_step: float | None = None
+    diffusers_device: str | None = None
+
+    @property
+    def flops_per_second(self) -> float:
+        return self.flops_per_step / self.seconds_per_step
+
+    @property
+    def mfu(self) -> float:
+        """Model FLOP utilisation: achieved matmul FLOP/s over the device's peak."""
+        return self.flops_per_second / self.peak.flops
+
+    @property
+    def speedup_over_diffusers(self) -> float | None:
+        if self.diffusers_seconds_per_step is None:
+            return None
+        return self.diffusers_seconds_per_step / self.seconds_per_step
+
+    def as_json(self) -> dict[str, Any]:
+        """The `--json` object: flat keys, plain numbers and strings."""
+        record = {
+            "device": self.device,
+            "model": self.model,
+            "layers": self.layers,
+            "shape": self.shape,
+            "dtype": self.dtype,
+            "attention": self.attention,
+            "steps": self.steps,
+            "seconds_per_step": self.seconds_per_step,
+            "flops_per_step": self.flops_per_step,
+            "flops_per_second": self.flops_per_second,
+            "peak_flops": self.peak.flops,
+            "peak_flops_source": self.peak.source,
+            "mfu": self.mfu,
+            "peak_memory_bytes": self.memory.bytes,
+            "peak_memory_source": self.memory.source,
+            "compile_seconds": self.compile_seconds,
+        }
+        if self.vae_seconds is not None:
+            record.update(vae_seconds=self.vae_seconds, vae_compile_seconds=self.vae_compile_seconds)
+        if self.diffusers_seconds_per_step is not None:
+            record.update(
+                diffusers_seconds_per_step=self.diffusers_seconds_per_step,
+                diffusers_device=self.diffusers_device,
+                speedup_over_diffusers=self.speedup_over_diffusers,
+            )
+        return record

@@ -1,0 +1,208 @@
+"""The memory plan: what a generation holds at its peak, estimated before anything loads.
+
+A request that cannot fit is refused with the estimate and the settings that would make it
+fit, instead of loading for minutes and dying in an allocator. Every term is arithmetic on
+the specs, the request's geometry and the config; parameter counts come from the
+checkpoint's headers (or the architecture, for `wanjax bench`).
+
+Resident through the run: the transformer weights (every expert), the VAE weights, the
+text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
+runtime baseline. On top of them, the larger of two transients: one denoising step's
+activations, or the VAE decode's.
+
+The activation coefficients are XLA's own buffer assignment on CPU, fitted over the 1.3B,
+5B and 14B architectures at 4680 and 9360 tokens (`compiled.memory_analysis()`, fp32,
+scanned layers, blockwise attention; each term within 8% of it): per token and row, 38
+bytes per unit of model width and 3.3 per unit of FFN width; plus the attention's live
+logits. XLA's buffer assignment is an upper bound on what a run touches: the VAE decode's
+coefficient (60 bytes per decoder channel and output pixel of a chunk, flat in frame count)
+and the CPU baseline are fitted to the peak resident memory of demo-model runs
+(tests/integration/test_memory_plan.py), where the buffer assignment says about twice as
+much (Wan 2.1 VAE at 832x480: 4.2 GiB planned, 6.9 GiB assigned).
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from wanjax.domain.attention import MATERIALISES_LOGITS
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+GIB = 2**30
+DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "float8_e4m3fn": 1}
+STEP_BYTES_PER_WIDTH = 38.0  # per token, row and unit of inner_dim
+STEP_BYTES_PER_FFN_WIDTH = 3.3  # per token, row and unit of ffn_dim
+LOGIT_COPIES = 3  # logits, their exponentials and the probabilities cast for PV
+CPU_BF16_UPCAST = 1.6  # XLA's CPU dots run bf16 in fp32: fp32 copies of ~1.6 layers' weights
+VAE_DECODE_BYTES_PER_CHANNEL_PIXEL = 60  # fp32, one latent frame (4 video frames) per chunk
+RUNTIME_BASELINE = {"cpu": 400 * 2**20, "gpu": 1 * GIB, "tpu": 1 * GIB}  # interpreter, libraries, XLA
+
+
+@attrs.frozen(kw_only=True)
+class Workload:
+    """What one generation runs, in the terms the plan needs.
+
+    rows: transformer batch (videos x 2 under guidance); tokens: video tokens per row;
+    text_tokens / image_tokens: cross-attention keys; attention: the resolved backend and its
+    (block_q, block_k); weight_shards / row_shards / token_shards: how a mesh divides the
+    weights (fsdp x tensor), rows (data x fsdp) and tokens (context), and devices its size
+    (the VAE decode splits frames spatially over all of them); vae: None when no VAE
+    runs (`wanjax bench` without --vae); pixels: height x width of the video.
+    """
+
+    transformer: TransformerSpec
+    num_experts: int = 1
+    rows: int
+    tokens: int
+    text_tokens: int
+    image_tokens: int = 0
+    weights_dtype: str
+    activations_dtype: str
+    attention: str
+    attention_blocks: tuple[int, int] = (1024, 512)
+    kv_cache: bool = True
+    vae: VaeSpec | None = None
+    vae_parameters: int = 0
+    vae_dtype: str = "float32"
+    vae_decode_chunk: int | None = 1
+    latent_frames: int = 1
+    pixels: int = 0
+    vae_tile: int | None = None
+    text_encoder_parameters: int = 0
+    text_encoder_dtype: str = "float32"
+    weight_shards: int = 1
+    row_shards: int = 1
+    token_shards: int = 1
+    devices: int = 1
+
+
+@attrs.frozen
+class MemoryPlan:
+    """The estimated peak as named parts (bytes), against the memory there is (None: unknown)."""
+
+    parts: tuple[tuple[str, int], ...]
+    available: int | None
+    where: str
+
+    @property
+    def peak(self) -> int:
+        return sum(size for _, size in self.parts)
+
+    @property
+    def fits(self) -> bool:
+        return self.available is None or self.peak <= self.available
+
+    def summary(self) -> str:
+        lines = [f"memory plan ({self.where}):"]
+        lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.parts]
+        lines.append(f"  {'estimated peak':<34} {self.peak / GIB:8.2f} GiB")
+        if self.available is not None:
+            lines.append(f"  {'available':<34} {self.available / GIB:8.2f} GiB")
+        return "\n".join(lines)
+
+
+def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
+    """(all parameters, those of the blocks' matmul kernels) of one expert, as diffusers counts them."""
+    d, f = spec.inner_dim, spec.ffn_dim
+    p = math.prod(spec.patch_size)
+    linear = lambda n_in, n_out: n_in * n_out + n_out
+    embed = linear(p * spec.in_channels, d) + linear(spec.freq_dim, d) + linear(d, d) + linear(d, 6 * d)
+    embed += linear(spec.text_dim, d) + linear(d, d)
+    image_kv = spec.image_dim is not None
+    if image_kv:
+        m = spec.image_dim
+        embed += 2 * m + linear(m, m) + linear(m, d) + 2 * d + (spec.pos_embed_seq_len or 0) * m
+    kernels = (8 + 2 * image_kv) * d * d + 2 * d * f
+    block = kernels + (8 + 2 * image_kv) * d + 4 * d + image_kv * d + 2 * d * spec.cross_attn_norm + f + d + 6 * d
+    head = linear(d, p * spec.out_channels) + 2 * d
+    return embed + spec.num_layers * block + head, spec.num_layers * kernels
+
+
+def plan_memory(work: Workload, *, platform: str, available: int | None) -> MemoryPlan:
+    """The estimated peak of `work` on `platform` ("cpu", "gpu", "tpu"), parts named."""
+    parts = [("transformer weights", _transformer_weights(work))]
+    if work.kv_cache:
+        parts.append(("cross-attention KV cache", _kv_cache(work)))
+    if work.vae is not None:
+        parts.append(("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype]))
+    if platform == "cpu" and work.text_encoder_parameters:  # elsewhere torch holds it in host memory
+        parts.append(("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]))
+    step = _step_activations(work, platform)
+    decode = _vae_decode(work) if work.vae is not None else 0
+    parts.append(("denoising step activations", step) if step >= decode else ("VAE decode activations", decode))
+    parts.append(("runtime baseline", RUNTIME_BASELINE.get(platform, GIB)))
+    return MemoryPlan(tuple(parts), available, platform)
+
+
+def _transformer_weights(work: Workload) -> int:
+    total, kernels = transformer_parameters(work.transformer)
+    if work.weights_dtype == "float8_e4m3fn":  # the blocks' kernels in fp8, the rest in the compute dtype
+        size = kernels + (total - kernels) * DTYPE_BYTES[work.activations_dtype]
+    else:
+        size = total * DTYPE_BYTES[work.weights_dtype]
+    return work.num_experts * size // work.weight_shards
+
+
+def _kv_cache(work: Workload) -> int:
+    spec = work.transformer
+    keys = work.text_tokens + work.image_tokens
+    size = spec.num_layers * 2 * work.rows * keys * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
+    return work.num_experts * size // (work.row_shards * work.weight_shards)
+
+
+def _step_activations(work: Workload, platform: str) -> int:
+    spec = work.transformer
+    rows = math.ceil(work.rows / work.row_shards)
+    tokens = math.ceil(work.tokens / work.token_shards)
+    per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
+    stream = rows * tokens * per_token
+    heads = spec.num_attention_heads
+    if work.attention in MATERIALISES_LOGITS:  # every query's logits over every key, at once
+        queries, keys = tokens, work.tokens
+    else:
+        queries, keys = (min(block, n) for block, n in zip(work.attention_blocks, (tokens, work.tokens)))
+    logits = LOGIT_COPIES * rows * heads * queries * keys * 4
+    upcast = 0
+    if platform == "cpu" and work.activations_dtype != "float32":
+        _, kernels = transformer_parameters(spec)
+        upcast = int(CPU_BF16_UPCAST * kernels / spec.num_layers * 4)
+    return int(stream) + logits + upcast
+
+
+def _vae_decode(work: Workload) -> int:
+    """The decode's transient: a chunk's feature maps at every resolution (a tile's with tiling)."""
+    assert work.vae is not None
+    pixels = min(work.pixels, work.vae_tile**2) if work.vae_tile else work.pixels
+    chunk = work.latent_frames if work.vae_decode_chunk is None else min(work.vae_decode_chunk, work.latent_frames)
+    scale = DTYPE_BYTES[work.vae_dtype] / 4
+    per_device = pixels * chunk * scale / work.devices
+    return int(VAE_DECODE_BYTES_PER_CHANNEL_PIXEL * vae_decoder_channels_per_pixel(work.vae) * per_device)
+
+
+def vae_decoder_channels_per_pixel(vae: VaeSpec) -> float:
+    """The decoder's feature channels per output pixel, summed over its resolutions: level l (0 at
+    the decoder's top) has decoder_dim * dim_mult[l] channels on 4**-l of the pixels, and the
+    patch (Wan 2.2) folds patch**2 pixels into one. Wan 2.1's VAE: 96 + 48 + 24 + 6 = 174."""
+    levels = sum(vae.decoder_dim * mult / 4**level for level, mult in enumerate(vae.dim_mult))
+    return levels / vae.patch**2
+
+
+def advice(plan: MemoryPlan, work: Workload) -> list[str]:
+    """Settings that lower the largest parts of a plan that does not fit, most effective first."""
+    sizes = dict(plan.parts)
+    options = []
+    if work.attention in MATERIALISES_LOGITS:
+        options.append("--set attention=auto (a kernel that never holds the whole logit matrix)")
+    if sizes.get("transformer weights", 0) > 0.3 * plan.peak and work.weights_dtype != "float8_e4m3fn":
+        options.append("--set weights_dtype=float8_e4m3fn (the blocks' weights in half of bf16's memory)")
+    if "VAE decode activations" in sizes and not work.vae_tile:
+        options.append("--set vae_tiling=true (decode in 256-pixel tiles)")
+    if "VAE decode activations" in sizes and (work.vae_decode_chunk or 2) > 1:
+        options.append("--set vae_decode_chunk=1")
+    if work.activations_dtype == "float32":
+        options.append("--dtype bfloat16 (half the activations and weights)")
+    options.append("a mesh over several devices (--set mesh_fsdp=N / mesh_context=N; README, 'Several devices')")
+    options.append("a smaller --height/--width or fewer --num-frames")
+    return options

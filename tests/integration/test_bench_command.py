@@ -1,0 +1,82 @@
+"""`wanjax bench` end to end on the CPU: random weights, no checkpoint, small shapes."""
+
+from __future__ import annotations
+
+import json
+
+import attrs
+import pytest
+
+from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER
+from wanjax.application.builders import attention_backend
+from wanjax.domain.architectures import WAN21_T2V_1_3B
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.flops import transformer_flops_per_step
+from wanjax.entrypoints.cli import main
+
+KEYS = {
+    "device", "model", "shape", "dtype", "attention", "seconds_per_step", "flops_per_step", "mfu",
+    "peak_memory_bytes", "compile_seconds",
+}  # fmt: skip
+TINY = ["--height", "32", "--width", "32", "--num-frames", "5"]
+
+
+def _bench(tmp_path, *args: str) -> dict:
+    out = tmp_path / "out.json"
+    assert main(["bench", *args, "--json", str(out)]) == 0
+    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # written whole: no temporary left
+    return json.loads(out.read_text())
+
+
+def _check_consistent(record: dict, spec, latents: list[int], text_tokens: int) -> None:
+    assert KEYS <= set(record)
+    for key in ("seconds_per_step", "flops_per_step", "mfu", "peak_memory_bytes", "compile_seconds", "peak_flops"):
+        assert record[key] > 0, key
+    assert record["shape"]["latents"] == latents
+    batch, frames, height, width, _ = latents
+    assert record["flops_per_step"] == transformer_flops_per_step(
+        spec, frames, height, width, text_tokens, batch, kv_cached=True
+    )
+    assert record["mfu"] == pytest.approx(record["flops_per_step"] / record["seconds_per_step"] / record["peak_flops"])
+    assert record["peak_memory_source"] == "process peak RSS" and record["device"].startswith("cpu")
+
+
+def test_demo_preset(tmp_path, capsys):
+    record = _bench(tmp_path, "--model", "demo", "--steps", "1")
+    _check_consistent(record, DEMO_TRANSFORMER, [2, 5, 16, 24, 16], 64)  # the preset's 192x128, 17 frames
+    assert (record["model"], record["dtype"]) == ("demo", "float32")
+    assert record["attention"] == attention_backend(GenerationConfig().attention)  # the default, resolved
+    assert record["peak_flops_source"].startswith("measured")
+    printed = capsys.readouterr().out
+    assert "s/step" in printed and "MFU" in printed and "GiB peak" in printed
+
+
+def test_real_architecture_cut_to_one_layer(tmp_path):
+    record = _bench(tmp_path, "--model", "wan2.1-t2v-1.3b", "--layers", "1", "--steps", "1", *TINY)
+    _check_consistent(record, attrs.evolve(WAN21_T2V_1_3B, num_layers=1), [2, 2, 4, 4, 16], 512)
+    assert record["layers"] == 1 and "vae_seconds" not in record
+
+
+def test_vae_and_diffusers_beside(tmp_path, capsys):
+    record = _bench(tmp_path, "--steps", "2", "--vae", "--vs", "diffusers", *TINY)
+    assert record["vae_seconds"] > 0 and record["vae_compile_seconds"] > 0
+    assert record["diffusers_seconds_per_step"] > 0 and record["diffusers_device"] == "cpu"
+    assert record["speedup_over_diffusers"] == pytest.approx(
+        record["diffusers_seconds_per_step"] / record["seconds_per_step"]
+    )
+    printed = capsys.readouterr().out
+    assert "diffusers" in printed and "vae decode" in printed
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--layers", "0"], "--layers 0: must be between 1 and 2"),
+        (["--model", "nope"], "bench --model 'nope': give a preset"),
+        (["--num-frames", "8"], "num_frames=8"),
+    ],
+)
+def test_bad_input_fails_before_any_work(tmp_path, capsys, args, message):
+    assert main(["bench", *args, "--json", str(tmp_path / "out.json")]) == 2
+    assert f"wanjax: error: {message}" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

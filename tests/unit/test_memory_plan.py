@@ -1,0 +1,84 @@
+"""The memory plan's arithmetic: exact parameter counts, and each setting that should lower an
+estimate lowers the part it names."""
+
+import attrs
+import pytest
+
+from wanjax.domain import architectures
+from wanjax.domain.memory import GIB, Workload, advice, plan_memory, transformer_parameters
+from wanjax.domain.specs import VaeSpec
+
+WAN13_480P81 = Workload(  # Wan 2.1 1.3B at 832x480x81 with guidance, fp32
+    transformer=architectures.WAN21_T2V_1_3B, rows=2, tokens=21 * 30 * 52, text_tokens=512,
+    weights_dtype="float32", activations_dtype="float32", attention="blockwise",
+    vae=VaeSpec(), vae_parameters=127_000_000, latent_frames=21, pixels=480 * 832,
+)  # fmt: skip
+
+
+def _parts(work: Workload, platform: str = "cpu") -> dict[str, int]:
+    return dict(plan_memory(work, platform=platform, available=None).parts)
+
+
+@pytest.mark.parametrize("name", ["WAN21_T2V_1_3B", "WAN21_I2V_14B", "WAN22_TI2V_5B"])
+def test_the_blocks_matmul_kernels_are_nearly_every_parameter(name):
+    """(The total equals diffusers' count: tests/unit/test_transformer_real_configs.py.)"""
+    total, kernels = transformer_parameters(getattr(architectures, name))
+    assert 0.95 * total < kernels < total
+
+
+def test_the_logit_matrix_is_what_xla_attention_costs():
+    blockwise = _parts(WAN13_480P81)["denoising step activations"]
+    xla = _parts(attrs.evolve(WAN13_480P81, attention="xla"))["denoising step activations"]
+    logits = 3 * 2 * 12 * 32760**2 * 4  # three [rows, heads, T, S] fp32 copies
+    assert xla - blockwise == pytest.approx(logits - 3 * 2 * 12 * 1024 * 512 * 4)
+    assert blockwise < 8 * GIB < 100 * GIB < xla  # the issue's ~100 GiB of logits, gone
+
+
+def test_fp8_weights_store_the_block_kernels_in_one_byte():
+    bf16 = attrs.evolve(WAN13_480P81, weights_dtype="bfloat16", activations_dtype="bfloat16")
+    fp8 = attrs.evolve(bf16, weights_dtype="float8_e4m3fn")
+    total, kernels = transformer_parameters(WAN13_480P81.transformer)
+    assert _parts(bf16)["transformer weights"] - _parts(fp8)["transformer weights"] == kernels
+
+
+def test_a_mesh_divides_weights_rows_and_tokens():
+    one = _parts(WAN13_480P81, "gpu")
+    mesh = _parts(attrs.evolve(WAN13_480P81, weight_shards=4, row_shards=2, token_shards=4, devices=8), "gpu")
+    assert mesh["transformer weights"] == one["transformer weights"] // 4
+    without_vae = attrs.evolve(WAN13_480P81, vae=None)
+    step = _parts(without_vae, "gpu")["denoising step activations"]
+    sharded_step = _parts(attrs.evolve(without_vae, row_shards=2, token_shards=4), "gpu")["denoising step activations"]
+    assert sharded_step < step / 7
+    decode = _parts(attrs.evolve(WAN13_480P81, rows=1, tokens=16), "gpu")["VAE decode activations"]
+    sharded_decode = _parts(attrs.evolve(WAN13_480P81, rows=1, tokens=16, devices=8), "gpu")["VAE decode activations"]
+    assert sharded_decode == pytest.approx(decode / 8, rel=1e-6)  # frames split spatially over every device
+
+
+def test_two_experts_hold_twice_the_weights():
+    a14b = attrs.evolve(WAN13_480P81, num_experts=2)
+    assert _parts(a14b)["transformer weights"] == 2 * _parts(WAN13_480P81)["transformer weights"]
+
+
+def test_vae_tiling_and_chunks_bound_the_decode():
+    at_720p = attrs.evolve(WAN13_480P81, pixels=1280 * 720, attention="blockwise", rows=1, tokens=16)
+    untiled = _parts(at_720p)["VAE decode activations"]
+    tiled = _parts(attrs.evolve(at_720p, vae_tile=256))["VAE decode activations"]
+    unrolled = _parts(attrs.evolve(at_720p, vae_decode_chunk=None))["VAE decode activations"]
+    assert tiled == pytest.approx(untiled * 256**2 / (1280 * 720), rel=1e-6)
+    assert unrolled == pytest.approx(21 * untiled, rel=1e-6)
+
+
+def test_the_text_encoder_counts_only_where_it_shares_the_memory():
+    work = attrs.evolve(WAN13_480P81, text_encoder_parameters=5_700_000_000, text_encoder_dtype="bfloat16")
+    assert _parts(work, "cpu")["text encoder weights"] == 11_400_000_000
+    assert "text encoder weights" not in _parts(work, "gpu")  # torch holds it in host memory there
+
+
+def test_a_plan_that_does_not_fit_names_the_fixes():
+    work = attrs.evolve(WAN13_480P81, attention="xla")
+    plan = plan_memory(work, platform="gpu", available=80 * GIB)
+    assert not plan.fits
+    assert "estimated peak" in plan.summary() and "available" in plan.summary()
+    fixes = advice(plan, work)
+    assert fixes[0].startswith("--set attention=auto")
+    assert any("mesh" in fix for fix in fixes)
