@@ -16,6 +16,7 @@ import numpy as np
 
 from wanjax.application.builders import DEMO_MODEL, attention_backend, resolve_dtype, vae_runtime
 from wanjax.application.container import build_container
+from wanjax.application.memory import planned_on_this_device
 from wanjax.application.presets import preset_names, resolve_config
 from wanjax.domain.architectures import ARCHITECTURES, Architecture, published_architecture
 from wanjax.domain.bench import BenchResult, Peak
@@ -26,6 +27,7 @@ from wanjax.domain.devices import device_peak
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.flops import transformer_flops_per_step
 from wanjax.domain.latents import LatentGeometry
+from wanjax.domain.memory import Workload, check_fits
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
 
@@ -128,9 +130,25 @@ def _with_layers(architecture: Architecture, layers: int | None) -> Architecture
     return attrs.evolve(architecture, transformer=attrs.evolve(architecture.transformer, num_layers=layers))
 
 
+def bench_workload(bench: BenchPlan) -> Workload:
+    """What the timed transformer steps hold in memory (the VAE decode, with --vae, is not planned)."""
+    config, architecture = bench.config, bench.architecture
+    return Workload(
+        transformer=architecture.transformer, num_experts=architecture.num_experts, rows=bench.copies,
+        tokens=bench.geometry.tokens(architecture.transformer.patch_size),
+        text_tokens=config.max_sequence_length, image_tokens=architecture.image_tokens,
+        weights_dtype=bench.dtype, activations_dtype=bench.dtype,
+        attention=attention_backend(config.attention), kv_cache=config.use_kv_cache,
+    )  # fmt: skip
+
+
 def run_bench(options: BenchOptions) -> BenchResult:
-    """Validates, then builds the model(s) with random weights on the default device and times them."""
+    """Validates, checks the memory plan, then builds the model(s) with random weights on the
+    default device and times them."""
     bench = plan_bench(options)
+    work = bench_workload(bench)
+    memory_plan = planned_on_this_device(work)
+    check_fits(memory_plan, work)
     diffusers_device = _diffusers_device() if options.vs_diffusers else None
     from wanjax.adapters.jax import bench as jax_bench
 
@@ -157,6 +175,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         flops_per_step=bench.flops_per_step,
         peak=peak,
         memory=memory,
+        planned_memory_bytes=memory_plan.peak,
         compile_seconds=timing.compile_seconds,
         vae_seconds=None if decode is None else decode.seconds,
         vae_compile_seconds=None if decode is None else decode.compile_seconds,

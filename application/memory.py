@@ -6,9 +6,8 @@ from typing import Any
 
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
-from wanjax.domain.memory import MemoryPlan, Workload, advice, plan_memory
+from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.sharding import MeshShape
 
@@ -26,27 +25,19 @@ class MemoryPlanner:
         self._mesh = mesh_shape
 
     def plan(self, request: GenerationRequest, batch: int = 1) -> MemoryPlan:
-        from wanjax.adapters.jax.device_memory import available_bytes, platform
-
-        return plan_memory(self.workload(request, batch), platform=platform(), available=available_bytes())
+        return planned_on_this_device(self.workload(request, batch))
 
     def check(self, request: GenerationRequest, batch: int = 1) -> MemoryPlan:
         """The plan; an InvalidRequestError with the plan and what would make it fit where it does not."""
-        plan = self.plan(request, batch)
-        if not plan.fits:
-            options = "\n".join(f"  - {option}" for option in advice(plan, self.workload(request, batch)))
-            raise InvalidRequestError(
-                f"this request needs about {plan.peak / 2**30:.1f} GiB and {plan.where} has "
-                f"{plan.available / 2**30:.1f} GiB free; nothing was loaded.\n{plan.summary()}\n"
-                f"What would make it fit:\n{options}"
-            )
+        work = self.workload(request, batch)
+        plan = planned_on_this_device(work)
+        check_fits(plan, work)
         return plan
 
     def workload(self, request: GenerationRequest, batch: int = 1) -> Workload:
         config, checkpoint, mesh = self._config, self._checkpoint, self._mesh
         spec, vae = checkpoint.transformer_spec, checkpoint.vae_spec
         geometry = LatentGeometry.of(request, spec, vae)
-        pt, ph, pw = spec.patch_size
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
         activations = self._dtype if config.activations_dtype == "auto" else config.activations_dtype
         vae_dtype = self._dtype if config.vae_dtype == "auto" else config.vae_dtype
@@ -55,7 +46,7 @@ class MemoryPlanner:
             transformer=spec,
             num_experts=len(checkpoint.experts),
             rows=batch * (2 if request.uses_guidance else 1),
-            tokens=(geometry.frames // pt) * (geometry.height // ph) * (geometry.width // pw),
+            tokens=geometry.tokens(spec.patch_size),
             text_tokens=config.max_sequence_length,
             image_tokens=image_tokens,
             weights_dtype=self._dtype if config.weights_dtype == "auto" else config.weights_dtype,
@@ -76,3 +67,10 @@ class MemoryPlanner:
             token_shards=mesh.context,
             devices=mesh.num_devices,
         )
+
+
+def planned_on_this_device(work: Workload) -> MemoryPlan:
+    """`work`'s plan against the free memory of JAX's default device."""
+    from wanjax.adapters.jax.device_memory import available_bytes, platform
+
+    return plan_memory(work, platform=platform(), available=available_bytes())

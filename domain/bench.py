@@ -46,6 +46,7 @@ class BenchResult:
     flops_per_step: int
     peak: Peak
     memory: MemoryPeak
+    planned_memory_bytes: int
     compile_seconds: float
     vae_seconds: float | None = None
     vae_compile_seconds: float | None = None
@@ -85,6 +86,7 @@ class BenchResult:
             "mfu": self.mfu,
             "peak_memory_bytes": self.memory.bytes,
             "peak_memory_source": self.memory.source,
+            "planned_peak_memory_bytes": self.planned_memory_bytes,
             "compile_seconds": self.compile_seconds,
         }
         if self.vae_seconds is not None:

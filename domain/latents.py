@@ -40,6 +40,11 @@ class LatentGeometry:
     def shape(self) -> tuple[int, int, int, int, int]:
         return (self.batch, self.frames, self.height, self.width, self.channels)
 
+    def tokens(self, patch_size: tuple[int, int, int]) -> int:
+        """Video tokens per row: the latent grid in (pt, ph, pw) patches."""
+        pt, ph, pw = patch_size
+        return (self.frames // pt) * (self.height // ph) * (self.width // pw)
+
     @property
     def diffusers_shape(self) -> tuple[int, int, int, int, int]:
         return (self.batch, self.channels, self.frames, self.height, self.width)

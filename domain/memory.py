@@ -28,6 +28,7 @@ import math
 import attrs
 
 from wanjax.domain.attention import MATERIALISES_LOGITS
+from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 GIB = 2**30
@@ -206,3 +207,16 @@ def advice(plan: MemoryPlan, work: Workload) -> list[str]:
     options.append("a mesh over several devices (--set mesh_fsdp=N / mesh_context=N; README, 'Several devices')")
     options.append("a smaller --height/--width or fewer --num-frames")
     return options
+
+
+def check_fits(plan: MemoryPlan, work: Workload) -> None:
+    """Raises InvalidRequestError with the plan and what would make it fit, where it does not."""
+    if plan.fits:
+        return
+    assert plan.available is not None
+    options = "\n".join(f"  - {option}" for option in advice(plan, work))
+    raise InvalidRequestError(
+        f"this request needs about {plan.peak / GIB:.1f} GiB and {plan.where} has "
+        f"{plan.available / GIB:.1f} GiB free; nothing was loaded.\n{plan.summary()}\n"
+        f"What would make it fit:\n{options}"
+    )

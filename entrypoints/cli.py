@@ -242,7 +242,8 @@ def bench_report(result: BenchResult) -> str:
         f"denoise    {result.seconds_per_step:.4f} s/step over {result.steps} steps, "
         f"{result.flops_per_step / 1e12:.4g} TFLOP/step, {result.flops_per_second / 1e12:.4g} TFLOP/s",
         f"MFU        {result.mfu:.1%} of {result.peak.flops / 1e12:.4g} TFLOP/s ({result.peak.source})",
-        f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source})",
+        f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source}); "
+        f"planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")

@@ -39,6 +39,7 @@ def _check_consistent(record: dict, spec, latents: list[int], text_tokens: int) 
     )
     assert record["mfu"] == pytest.approx(record["flops_per_step"] / record["seconds_per_step"] / record["peak_flops"])
     assert record["peak_memory_source"] == "process peak RSS" and record["device"].startswith("cpu")
+    assert record["planned_peak_memory_bytes"] > 0
 
 
 def test_demo_preset(tmp_path, capsys):
@@ -74,6 +75,8 @@ def test_vae_and_diffusers_beside(tmp_path, capsys):
         (["--layers", "0"], "--layers 0: must be between 1 and 2"),
         (["--model", "nope"], "bench --model 'nope': give a preset"),
         (["--num-frames", "8"], "num_frames=8"),
+        # 14B at 720p with the exact reference attention: terabytes of logits, refused before building
+        (["--model", "wan2.1-t2v-14b", "--attention", "xla"], "this request needs about"),
     ],
 )
 def test_bad_input_fails_before_any_work(tmp_path, capsys, args, message):

@@ -62,12 +62,13 @@ def test_mfu_and_json() -> None:
     result = BenchResult(
         device="gpu: x", model="demo", layers=2, shape={"height": 16}, dtype="bfloat16", attention="xla", steps=3,
         seconds_per_step=0.5, flops_per_step=10**12, peak=Peak(flops=4e12, source="datasheet"),
-        memory=MemoryPeak(bytes=2**30, source="device"), compile_seconds=1.0, diffusers_seconds_per_step=2.0,
+        memory=MemoryPeak(bytes=2**30, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0, diffusers_seconds_per_step=2.0,
         diffusers_device="cuda",
     )  # fmt: skip
     assert result.mfu == pytest.approx(0.5)
     assert result.speedup_over_diffusers == pytest.approx(4.0)
     record = result.as_json()
     assert record["mfu"] == pytest.approx(0.5) and record["peak_memory_bytes"] == 2**30
+    assert record["planned_peak_memory_bytes"] == 2**29
     assert record["diffusers_seconds_per_step"] == 2.0
     assert "vae_seconds" not in record
