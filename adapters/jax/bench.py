@@ -72,8 +72,8 @@ def _hashed_uniform(shape: tuple[int, ...], dtype: DTypeLike, index: int, seed: 
 
 @attrs.frozen(kw_only=True)
 class DenoiseTiming:
-    """compile_seconds: compiling the step and the KV-cache builder. seconds_per_step: what one more
-    step adds to a run. latents: what the longer run made, [B, F', H', W', C] float32."""
+    """compile_seconds: compiling the step and the KV-cache builder. seconds_per_step: the fastest
+    step after the first. latents: what the run made, [B, F', H', W', C] float32."""
 
     compile_seconds: float
     seconds_per_step: float
@@ -84,40 +84,29 @@ def time_denoising(
     experts: Sequence[WanTransformer],
     options: DenoiserOptions,
     plan: SamplingPlan,
-    single_step: SamplingPlan,
     latent_shape: tuple[int, ...],
     context: np.ndarray,
     negative_context: np.ndarray | None,
     conditioning: Conditioning = Conditioning(),
 ) -> DenoiseTiming:
-    """Compiles; runs `single_step` (a 1-step plan: the same executable) once untimed to pay first-call
-    costs, then times it and `plan`. A run also computes its KV cache once and moves its inputs in;
-    the difference of the two runs over the extra steps leaves those out. The Python loop runs,
-    whatever `options` say, so every step count shares one compiled step."""
-    if single_step.num_steps != 1:
-        raise ValueError(f"single_step has {single_step.num_steps} steps, not 1")
+    """Compiles, then runs `plan` once, stamping the time as each step completes on the device.
+    The first step also computes the KV cache and moves the inputs in, so a step's time is the
+    shortest of the intervals after it (`plan` needs two steps at least). The Python loop runs,
+    whatever `options` say, so every step is the same compiled executable."""
+    if plan.num_steps < 2:
+        raise ValueError(f"plan has {plan.num_steps} steps: the first is not timed, so give two at least")
     denoiser = JaxDenoiser(experts, attrs.evolve(options, scan_diffusion_loop=False))
     latents = denoiser.noise(0, latent_shape)
     args = (context, negative_context)
-
-    def run(steps: SamplingPlan) -> tuple[float, jax.Array]:
-        start = time.perf_counter()
-        result = denoiser.denoise(latents, steps, *args, conditioning=conditioning)  # blocks until ready
-        return time.perf_counter() - start, result
-
     start = time.perf_counter()
     denoiser.prepare(latents, plan, *args, conditioning)
     compile_seconds = time.perf_counter() - start
-    run(single_step)
-    one = min(run(single_step)[0] for _ in range(2))
-    many, result = run(plan)
-    if denoiser.num_compiled != 1:  # a recompile inside a timed run would be timed as steps
+    stamps: list[float] = []
+    result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning)
+    if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
-    if many <= one:
-        raise RuntimeError(f"{plan.num_steps - 1} steps took no measurable time beside timing noise: time more steps")
-    return DenoiseTiming(
-        compile_seconds=compile_seconds, seconds_per_step=(many - one) / (plan.num_steps - 1), latents=result
-    )
+    steps = [after - before for before, after in zip(stamps, stamps[1:])]
+    return DenoiseTiming(compile_seconds=compile_seconds, seconds_per_step=min(steps), latents=result)
 
 
 @attrs.frozen(kw_only=True)

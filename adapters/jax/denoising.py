@@ -125,7 +125,8 @@ class JaxDenoiser:
             for i in range(plan.num_steps):
                 state, cache, step_report = self._step(*self._step_args(state, plan, i, inputs, cache, controls))
                 reports.append(step_report)
-                if on_step is not None:
+                if on_step is not None:  # told of a step once the device has finished it, not when dispatched
+                    jax.block_until_ready(state.sample)
                     on_step(i + 1, plan.num_steps)
             report = stacked(reports)
         self._last_run = run_report(report, plan.num_steps, plan.uses_guidance)
