@@ -13,10 +13,11 @@ def platform() -> str:
 
 
 def available_bytes() -> int | None:
-    """Free memory of the first device: its allocator's limit less what is in use; on CPU (no
+    """Free memory of this process's first device (in a multi-process run only its own devices
+    answer): its allocator's limit less what is in use; on CPU (no
     allocator stats) the machine's available memory plus what this process already holds,
     since the plan counts the process's own baseline. None where neither can be read."""
-    stats = jax.devices()[0].memory_stats()
+    stats = jax.local_devices()[0].memory_stats()
     if stats and "bytes_limit" in stats:
         return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
     return _host_available()

@@ -3,9 +3,8 @@ three sizes, each in a fresh process whose peak resident memory is measured, aga
 `wanjax plan` says for the same flags. The sizes move the peak from the runtime baseline
 (the demo's own size) to the VAE decode (the largest transient at real sizes).
 
-Each size runs twice with one persistent compilation cache and the second run is measured:
-what a run holds, not what XLA's compiler holds for a moment on a first run (measured here:
-+0.1 GiB at these sizes, noisy)."""
+Each run is a first run: XLA's compiler adds ~0.1 GiB for a moment at the larger sizes
+(measured against a second run with the compilation cache warm), inside the tolerance."""
 
 import subprocess
 import sys
@@ -36,12 +35,11 @@ def _planned_peak(capsys, flags: list[str]) -> int:
 
 @pytest.mark.parametrize("size", SIZES, ids=["x".join(map(str, s)) for s in SIZES])
 def test_estimate_is_within_a_quarter_of_the_measured_peak(size, tmp_path, capsys, demo_cache, monkeypatch):
-    monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))  # the demo, and a compilation cache beside it
+    monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))  # the demo written once for the session
     flags = _flags(*size)
     planned = _planned_peak(capsys, flags)
     command = [sys.executable, "-m", "wanjax.entrypoints.cli", "generate", *flags, "--out", str(tmp_path / "v.npy")]
-    for _ in range(2):  # the first run fills the compilation cache
-        report = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True, check=True)
-        code, measured, stderr = report.stdout.split(maxsplit=2)
-        assert code == "0", stderr
+    report = subprocess.run([sys.executable, "-c", PEAK_RSS, *command], capture_output=True, text=True, check=True)
+    code, measured, stderr = report.stdout.split(maxsplit=2)
+    assert code == "0", stderr
     assert abs(planned - int(measured)) <= 0.25 * int(measured), (planned, measured)
