@@ -91,9 +91,9 @@ class GenerationService:
         return LatentGeometry.of(request, c.transformer_spec, c.vae_spec)
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
-        """Builds every component once. The transformer(s) load on this thread while the text
-        encoder, VAE and image encoder load on another: their loading hides behind the
-        transformer's conversion. The `load` span ends when both are done.
+        """Builds every component once. The transformer(s), then the VAE, load on this thread while
+        the text and image encoders (torch, host memory) load on another: their loading hides
+        behind the transformer's conversion. The `load` span ends when both are done.
 
         The builders share only immutable, already-built values (the checkpoint, the dtype
         name), so building them on two threads is safe."""
@@ -112,10 +112,16 @@ class GenerationService:
                         encoder.prepare(prompt_batches, self._max_sequence_length)
                     return encoder
 
+                # Only the host-side (torch) encoders load beside the transformer: everything that
+                # places arrays on the devices loads on this thread, in one order, because in a
+                # multi-process run every process must issue its cross-process transfers in the
+                # same order (a VAE placed while the experts were being placed ran the processes'
+                # collectives out of step and aborted them in gloo).
                 with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
-                    others = pool.submit(lambda: (build_text_encoder(), c.autoencoder(), c.image_encoder()))
+                    encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder()))
                     denoiser = c.denoiser()
-                    text_encoder, autoencoder, image_encoder = others.result()
+                    autoencoder = c.autoencoder()
+                    text_encoder, image_encoder = encoders.result()
                 self._loaded = LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
         return self._loaded
 

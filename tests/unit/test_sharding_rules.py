@@ -39,7 +39,7 @@ def abstract_mesh(data: int = 1, fsdp: int = 1, tensor: int = 1, context: int = 
 
 
 def abstract_model(config: str, scan_layers: bool = True):
-    spec = TransformerSpec.from_diffusers_config(CONFIGS[config])
+    spec = CONFIGS[config]
     runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
     return abstract_transformer(spec, runtime)
 
