@@ -1,0 +1,154 @@
+"""The Wan team's own code (PyPI `wan22`, the Wan2.2 repository's `wan` package) on this CPU.
+
+It is the reference of the official-sampler and official-checkpoint tests. Three things
+stand between it and a CPU-only test run, and this module handles each:
+
+- `wan/__init__.py` imports every pipeline, speech and animation included (librosa,
+  decord, ...). `official_wan()` registers a bare `wan` package instead, so that only the
+  submodules a test imports run.
+- It imports torchvision for one call, `transforms.functional.to_tensor` (an image to a
+  [C, H, W] float tensor in [0, 1]); the package registry has no CPU build of torchvision
+  for this torch, so `official_wan()` registers a stand-in computing exactly that.
+- Its attention is flash-attn's varlen kernel (CUDA, half precision). `exact_attention`
+  computes the same function with torch's SDPA in the inputs' dtype, honouring the key
+  lengths (padding) and query lengths, and replaces it in the transformer module.
+- Its pipelines build on `cuda:N` in `__init__` and load real checkpoints; tests make them
+  with `official_pipeline`, which skips `__init__` and sets the attributes `generate` reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import sys
+import types
+from collections.abc import Iterator
+from unittest import mock
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+
+
+def exact_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    q_lens: torch.Tensor | None = None,
+    k_lens: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    softmax_scale: float | None = None,
+    q_scale: float | None = None,
+    causal: bool = False,
+    window_size: tuple[int, int] = (-1, -1),
+    deterministic: bool = False,
+    dtype: torch.dtype = torch.bfloat16,
+    version: int | None = None,
+) -> torch.Tensor:
+    """`wan.modules.attention.flash_attention`'s function, exactly, in q's dtype.
+
+    q [B, Lq, N, C], k and v [B, Lk, N, C]; keys at or past k_lens[b] get no weight, and
+    output rows at or past q_lens[b] are zero (flash-attn drops them). `dtype` (the half
+    type flash-attn casts to) is ignored: the tests run in float32.
+    """
+    if dropout_p or window_size != (-1, -1):
+        raise NotImplementedError("the official inference path uses neither dropout nor windows")
+    if q_scale is not None:
+        q = q * q_scale
+    batch, query_len, key_len = q.size(0), q.size(1), k.size(1)
+    mask = None
+    if k_lens is not None:
+        mask = (torch.arange(key_len)[None, :] < k_lens[:, None].cpu())[:, None, None, :]
+    out = F.scaled_dot_product_attention(
+        q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+        attn_mask=mask, is_causal=causal, scale=softmax_scale,
+    ).transpose(1, 2)  # fmt: skip
+    if q_lens is not None:
+        rows = torch.arange(query_len)[None, :] < q_lens[:, None].cpu()
+        out = out * rows[:, :, None, None].to(out.dtype)
+    assert out.shape[:2] == (batch, query_len)
+    return out.type(q.dtype)
+
+
+def _image_to_tensor(image: Image.Image) -> torch.Tensor:
+    """torchvision's `to_tensor` for an 8-bit RGB image: [C, H, W] float32, values / 255."""
+    pixels = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
+    return torch.from_numpy(pixels).permute(2, 0, 1).contiguous()
+
+
+_OFFICIAL_MODULES = (
+    "wan.modules.model", "wan.modules.attention", "wan.modules.t5", "wan.modules.vae2_1",
+    "wan.modules.vae2_2", "wan.utils.fm_solvers", "wan.utils.fm_solvers_unipc",
+    "wan.text2video", "wan.image2video", "wan.textimage2video",
+)  # fmt: skip
+
+
+@contextlib.contextmanager
+def _torchvision_stand_in() -> Iterator[None]:
+    """A `torchvision.transforms.functional.to_tensor` importable while the block runs.
+
+    It is removed afterwards (the modules imported meanwhile keep their reference), so that
+    diffusers and transformers never take it for a real torchvision.
+    """
+    if importlib.util.find_spec("torchvision") is not None:
+        yield
+        return
+    torchvision = types.ModuleType("torchvision")
+    transforms = types.ModuleType("torchvision.transforms")
+    functional = types.ModuleType("torchvision.transforms.functional")
+    functional.to_tensor = _image_to_tensor
+    transforms.functional = functional
+    torchvision.transforms = transforms
+    stand_ins = (torchvision, transforms, functional)
+    sys.modules.update({module.__name__: module for module in stand_ins})
+    try:
+        yield
+    finally:
+        for module in stand_ins:
+            sys.modules.pop(module.__name__, None)
+
+
+def official_wan() -> types.ModuleType:
+    """The `wan` package, without running its `__init__`, with exact attention swapped in.
+
+    Imports the pipelines, models and schedulers the tests use (`_OFFICIAL_MODULES`).
+    """
+    if "wan" in sys.modules:
+        return sys.modules["wan"]
+    spec = importlib.util.find_spec("wan")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError("the official Wan code is missing: ./scripts/setup installs wan22")
+    # What the official modules import from these, imported before the stand-in exists.
+    importlib.import_module("diffusers.models.modeling_utils")
+    importlib.import_module("transformers")
+    package = types.ModuleType("wan")
+    package.__path__ = list(spec.submodule_search_locations)
+    package.__file__ = spec.origin
+    sys.modules["wan"] = package
+    # t5.py evaluates torch.cuda.current_device() as a default argument at import.
+    with _torchvision_stand_in(), mock.patch("torch.cuda.current_device", return_value=0):
+        for name in _OFFICIAL_MODULES:
+            importlib.import_module(name)
+    sys.modules["wan.modules.model"].flash_attention = exact_attention
+    sys.modules["wan.modules.attention"].flash_attention = exact_attention
+    return package
+
+
+def official_pipeline(cls_path: str, **attributes: object) -> object:
+    """An official pipeline object (e.g. "wan.text2video.WanT2V") on the CPU, never initialised.
+
+    `generate` reads its components and settings from attributes; pass them (models,
+    `text_encoder`, `vae`, `config` values) as keyword arguments. Defaults: CPU device,
+    rank 0, no sequence parallelism, models kept on the CPU, `lightning` off (the PyPI
+    build defaults it on, which skips the unconditional pass).
+    """
+    official_wan()
+    module_name, _, cls_name = cls_path.rpartition(".")
+    cls = getattr(importlib.import_module(module_name), cls_name)
+    pipeline = object.__new__(cls)
+    defaults = dict(device=torch.device("cpu"), rank=0, sp_size=1, t5_cpu=True, init_on_cpu=True, lightning=False)
+    for name, value in {**defaults, **attributes}.items():
+        setattr(pipeline, name, value)
+    return pipeline
