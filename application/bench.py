@@ -92,7 +92,7 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
     if options.steps < 1:
         raise ConfigError(f"--steps {options.steps}: must be >= 1")
     overrides = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
-    config = resolve_config(options.model, overrides)
+    config = resolve_config(options.model, overrides, read_checkpoint=False)  # no checkpoint: random weights
     architecture = _with_layers(_architecture(config.model), options.layers)
     request = attrs.evolve(
         config.request(

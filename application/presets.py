@@ -1,4 +1,9 @@
-"""Presets: one YAML file per model in `wanjax.configs`, turned into a GenerationConfig."""
+"""Presets (one YAML file per model in `wanjax.configs`) and the config a run resolves to.
+
+Each key's value comes from the highest of, in order: the command line (`--set` and flags),
+the preset, the checkpoint folder (its scheduler config and model index), the generic
+default. The config remembers which (`GenerationConfig.origin`).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 
 DEFAULT_PRESET = "demo"
+DIFFUSERS_SUFFIX = "-Diffusers"
 
 
 def preset_names() -> list[str]:
@@ -19,22 +25,72 @@ def preset_names() -> list[str]:
     return sorted(f.name.removesuffix(".yaml") for f in files if f.name.endswith(".yaml"))
 
 
-def load_preset(name: str) -> GenerationConfig:
+def _preset_values(name: str) -> dict[str, Any]:
     if name not in preset_names():
         raise ConfigError(f"unknown preset {name!r}; known presets: {', '.join(preset_names())}")
     text = resources.files("wanjax.configs").joinpath(f"{name}.yaml").read_text()
     values = yaml.safe_load(text) or {}
     if not isinstance(values, dict):
         raise ConfigError(f"preset {name!r} is not a mapping of config keys")
-    return GenerationConfig.from_mapping(values, source=f"preset {name!r}")
+    return values
 
 
-def resolve_config(model: str | None, overrides: Mapping[str, Any] = {}) -> GenerationConfig:
-    """`model` names a preset, or a checkpoint (folder or repo id) run with the generic defaults."""
-    if model is None:
-        base = load_preset(DEFAULT_PRESET)
-    elif model in preset_names():
-        base = load_preset(model)
-    else:
-        base = GenerationConfig(model=model)
-    return base.with_overrides(overrides)
+def load_preset(name: str) -> GenerationConfig:
+    return GenerationConfig.from_mapping(_preset_values(name), source=f"preset {name!r}")
+
+
+def preset_for_checkpoint(model: str) -> str | None:
+    """The preset of a published repo id: the preset named after the repo that it names,
+    in diffusers or the official layout (Wan-AI/Wan2.2-T2V-A14B-Diffusers and
+    Wan-AI/Wan2.2-T2V-A14B -> wan2.2-t2v-a14b; few-step variants name the same repo under
+    other names). None for anything else: folders, other repos."""
+    for name in preset_names():
+        repo = str(_preset_values(name).get("model", ""))
+        own_name = repo.rpartition("/")[2].removesuffix(DIFFUSERS_SUFFIX).lower()
+        if own_name == name and model in (repo, repo.removesuffix(DIFFUSERS_SUFFIX)):
+            return name
+    return None
+
+
+def resolve_config(
+    model: str | None, overrides: Mapping[str, Any] = {}, *, read_checkpoint: bool = True
+) -> GenerationConfig:
+    """The config of a run of `model` (a preset, a repo id or a folder; None: the demo).
+
+    With `read_checkpoint`, the checkpoint is located (downloaded if it must be) and its
+    sampling settings are read; a setting no wanjax solver implements is a ConfigError unless
+    the preset or `overrides` choose the sampler (`sample_solver`).
+    """
+    preset = DEFAULT_PRESET if model is None else model if model in preset_names() else preset_for_checkpoint(model)
+    layers: list[tuple[str, Mapping[str, Any]]] = []
+    if preset is not None:
+        layers.append((f"preset {preset!r}", _preset_values(preset)))
+    if model is not None and model != preset:
+        layers.append(("--model", {"model": model}))
+    layers.append(("--set", overrides))
+    config = _layered(GenerationConfig(), layers)
+    if read_checkpoint:
+        config = _layered(_with_checkpoint_settings(config), layers)
+    return config
+
+
+def _layered(config: GenerationConfig, layers: list[tuple[str, Mapping[str, Any]]]) -> GenerationConfig:
+    for source, values in layers:
+        config = config.with_overrides(values, source=source)
+    return config
+
+
+def _with_checkpoint_settings(config: GenerationConfig) -> GenerationConfig:
+    """A default config for `config.model` with the checkpoint's settings, checked against what
+    `config` (the layers above the checkpoint) chooses."""
+    from wanjax.adapters.checkpoints.scheduler_settings import checkpoint_sampling
+    from wanjax.application.builders import locate_model
+
+    stated = checkpoint_sampling(locate_model(config.model))
+    if stated.unsupported and config.origin("sample_solver") == "default":
+        raise ConfigError(
+            f"{stated.source} asks for scheduler settings wanjax does not implement: "
+            f"{'; '.join(stated.unsupported)}. Choose wanjax's sampler explicitly to run it anyway, "
+            "e.g. --set sample_solver=unipc flow_shift=5"
+        )
+    return GenerationConfig().with_overrides(stated.values, source=stated.source)

@@ -181,6 +181,9 @@ class GenerationConfig:
     def __attrs_post_init__(self) -> None:
         try:
             self.cache_settings()
+    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False, metadata={"key": False})
+    """Where each key that is not at its generic default got its value (a preset, a checkpoint,
+    --set); not a config key itself."""
         except InvalidRequestError as err:
             raise ConfigError(str(err)) from None
 
@@ -190,16 +193,27 @@ class GenerationConfig:
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in attrs.fields(cls))
+        return tuple(f.name for f in attrs.fields(cls) if f.metadata.get("key", True))
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str = "config") -> GenerationConfig:
         """Builds a config from typed values (a parsed preset), rejecting unknown keys."""
-        return cls(**_typed(values, source))
+        return cls().with_overrides(values, source=source)
 
     def with_overrides(self, overrides: Mapping[str, Any], *, source: str = "--set") -> GenerationConfig:
-        """A copy with `overrides` applied; string values are parsed to the key's type."""
-        return attrs.evolve(self, **_typed(overrides, source))
+        """A copy with `overrides` applied, each key's origin set to `source`; string values
+        are parsed to the key's type."""
+        typed = _typed(overrides, source)
+        return attrs.evolve(self, **typed, origins={**self.origins, **dict.fromkeys(typed, source)})
+
+    def origin(self, key: str) -> str:
+        """Where `key`'s value came from: the source that last set it, else "default"."""
+        return self.origins.get(key, "default")
+
+    def describe(self, keys: tuple[str, ...] = ()) -> str:
+        """One line per key (default: the sampling keys): its value and where it came from."""
+        lines = [f"  {key:<22} {getattr(self, key)!r:<14} ({self.origin(key)})" for key in keys or SAMPLING_KEYS]
+        return "\n".join(["settings (value, where from):", *lines])
 
     def request(self, prompt: str, **overrides: Any) -> GenerationRequest:
         """A request with this config's sampling defaults, overridden where given (None = default)."""
@@ -218,6 +232,13 @@ ALIASES = {
     "guidance_scale_high": "guidance_scale",
     "guidance_scale_2": "guidance_scale_low",
     "mag_ratios_base": "mag_ratios",
+SAMPLING_KEYS = (
+    "height", "width", "num_frames", "fps", "num_inference_steps", "sample_solver", "flow_shift",
+    "sample_timesteps", "guidance_scale", "guidance_scale_low", "boundary_ratio", "expert_switch_step",
+    "negative_prompt", "seed",
+)  # fmt: skip
+"""The keys that decide the noise schedule and guidance: what `describe` reports by default."""
+
 }
 # maxdiffusion's on/off switches, each replaced here by one value of `cache_policy`.
 CACHE_SWITCHES = {

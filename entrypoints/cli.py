@@ -67,7 +67,7 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
-    parser.add_argument("--verbose", action="store_true", help="also print the memory plan before loading")
+    parser.add_argument("--verbose", action="store_true", help="also print the sampling settings (and where each came from) and the memory plan before loading")
     group = parser.add_argument_group(
         "multi-process (one process per host; process 0 writes the output)",
         "Each setting is read from its flag, else from its environment variable. Give all three, or none "
@@ -183,7 +183,7 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     service.geometry(request)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if plan_only or args.verbose:
-        print(plan.summary(), file=sys.stdout if plan_only else sys.stderr)
+        print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
     if plan_only:
         return 0
     warmup = service.warmup(requests, initial_latents=latents, output_type=output_type) if config.warmup else None

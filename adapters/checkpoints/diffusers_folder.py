@@ -34,7 +34,7 @@ class DiffusersCheckpoint:
         self._metadata_lock = threading.Lock()
         if not self.root.is_dir():
             raise CheckpointError(f"checkpoint folder not found: {self.root}")
-        index = _read_json(self.root / "model_index.json", what="a diffusers-format Wan checkpoint")
+        index = read_json(self.root / "model_index.json", what="a diffusers-format Wan checkpoint")
         pipeline = index.get("_class_name")
         if pipeline not in SUPPORTED_PIPELINES:
             raise UnsupportedModelError(
@@ -60,7 +60,7 @@ class DiffusersCheckpoint:
     def config(self, component: str) -> dict[str, Any]:
         path = self.folder(component) / CONFIG_FILE.get(component, "config.json")
         with self._metadata_lock:
-            return _read_json(path, what=f"the {component} config")
+            return read_json(path, what=f"the {component} config")
 
     def weights(self, component: str) -> ComponentWeights:
         with self._metadata_lock:
@@ -116,7 +116,7 @@ def _names_component(entry: object) -> bool:
     return isinstance(entry, list) and any(part is not None for part in entry)
 
 
-def _read_json(path: Path, *, what: str) -> dict[str, Any]:
+def read_json(path: Path, *, what: str) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"{path} is missing, so {path.parent} is not {what}; re-download the checkpoint")
     try:

@@ -68,3 +68,11 @@ def test_given_latents_replace_the_seed_and_latent_output_uses_diffusers_layout(
 def test_presets_are_listed(capsys):
     assert main(["presets"]) == 0
     assert "wan2.1-t2v-14b" in capsys.readouterr().out
+
+
+def test_plan_says_where_each_sampling_value_came_from(tmp_path, capsys):
+    assert main(["plan", "--prompt", "a fox", *SMALL, "--set", "flow_shift=4"]) == 0
+    settings = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line.startswith("  ")}
+    assert settings["flow_shift"].split()[1] == "4.0" and settings["flow_shift"].endswith("(--set)")
+    assert settings["guidance_scale"].endswith("(preset 'demo')")
+    assert "scheduler_config.json" in settings["sample_solver"]  # the demo checkpoint's scheduler

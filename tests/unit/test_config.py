@@ -44,9 +44,9 @@ def test_every_preset_loads_and_makes_a_valid_request():
 
 
 def test_model_argument_is_a_preset_or_a_checkpoint():
-    assert resolve_config(None).model == "demo"
-    assert resolve_config("wan2.1-t2v-14b").model == "Wan-AI/Wan2.1-T2V-14B-Diffusers"
-    assert resolve_config("/some/folder").model == "/some/folder"
+    assert resolve_config(None, read_checkpoint=False).model == "demo"
+    assert resolve_config("wan2.1-t2v-14b", read_checkpoint=False).model == "Wan-AI/Wan2.1-T2V-14B-Diffusers"
+    assert resolve_config("/some/folder", read_checkpoint=False).model == "/some/folder"
 
 
 def test_unknown_preset_lists_the_known():

@@ -1,0 +1,126 @@
+"""Sampling settings from a checkpoint folder, and the order in which a run's config is layered.
+
+Order, lowest first: generic default < checkpoint (scheduler config, model index) < preset
+< --model < --set. Each value remembers where it came from.
+"""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from wanjax.adapters.checkpoints.scheduler_settings import checkpoint_sampling
+from wanjax.adapters.demo.checkpoint import DEMO_SCHEDULER
+from wanjax.application.presets import preset_for_checkpoint, preset_names, resolve_config
+from wanjax.domain.config import SAMPLING_KEYS, GenerationConfig
+from wanjax.domain.errors import ConfigError
+
+UNIPC = {**DEMO_SCHEDULER, "flow_shift": 5.0}
+EULER = {"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 7.0}
+
+
+def _folder(root: Path, scheduler: dict | None, index: dict | None = None) -> Path:
+    if scheduler is not None:
+        (root / "scheduler").mkdir(parents=True)
+        (root / "scheduler" / "scheduler_config.json").write_text(json.dumps(scheduler))
+    if index is not None:
+        (root / "model_index.json").write_text(json.dumps(index))
+    return root
+
+
+@pytest.fixture
+def located(monkeypatch):
+    """resolve_config locates every model at the folder this returns (no download, no demo)."""
+    where = {}
+    monkeypatch.setattr("wanjax.application.builders.locate_model", lambda model: where["folder"])
+    return where
+
+
+def test_unipc_flow_shift_and_boundary_are_read(tmp_path):
+    stated = checkpoint_sampling(_folder(tmp_path, UNIPC, {"_class_name": "WanPipeline", "boundary_ratio": 0.9}))
+    assert stated.values == {"boundary_ratio": 0.9, "sample_solver": "unipc", "flow_shift": 5.0}
+    assert stated.unsupported == ()
+    assert "scheduler_config.json" in stated.source and "model_index.json" in stated.source
+
+
+def test_flow_match_euler_maps_to_euler_with_its_shift(tmp_path):
+    stated = checkpoint_sampling(_folder(tmp_path, EULER))
+    assert stated.values == {"sample_solver": "euler", "flow_shift": 7.0}
+    assert stated.unsupported == ()
+
+
+def test_a_folder_without_scheduler_or_index_states_nothing(tmp_path):
+    assert checkpoint_sampling(tmp_path).values == {}
+
+
+@pytest.mark.parametrize(
+    ("scheduler", "named"),
+    [
+        ({**UNIPC, "use_karras_sigmas": True}, "use_karras_sigmas=true"),
+        ({**UNIPC, "solver_type": "bh1"}, 'solver_type="bh1"'),
+        ({k: v for k, v in UNIPC.items() if k != "use_flow_sigmas"}, "use_flow_sigmas=false"),  # diffusers' default
+        ({**UNIPC, "final_sigmas_type": "sigma_min"}, 'final_sigmas_type="sigma_min"'),
+        ({**EULER, "use_dynamic_shifting": True}, "use_dynamic_shifting=true"),
+        ({**EULER, "shift_terminal": 0.1}, "shift_terminal=0.1"),
+        ({"_class_name": "EulerDiscreteScheduler"}, "_class_name='EulerDiscreteScheduler'"),
+    ],
+)
+def test_settings_no_solver_implements_are_named(tmp_path, scheduler, named):
+    unsupported = checkpoint_sampling(_folder(tmp_path, scheduler)).unsupported
+    assert len(unsupported) == 1 and unsupported[0].startswith(named)
+
+
+def test_checkpoint_values_fill_what_nothing_higher_sets(tmp_path, located):
+    located["folder"] = _folder(tmp_path, UNIPC, {"boundary_ratio": 0.875})
+    config = resolve_config(str(tmp_path))
+    assert (config.flow_shift, config.boundary_ratio, config.sample_solver) == (5.0, 0.875, "unipc")
+    assert config.origin("flow_shift").startswith(f"checkpoint {tmp_path}")
+    assert config.origin("num_inference_steps") == "default"
+    assert config.origin("model") == "--model"
+
+
+def test_set_beats_checkpoint(tmp_path, located):
+    located["folder"] = _folder(tmp_path, UNIPC)
+    config = resolve_config(str(tmp_path), {"flow_shift": "2.5"})
+    assert config.flow_shift == 2.5 and config.origin("flow_shift") == "--set"
+
+
+def test_preset_beats_checkpoint(tmp_path, located):
+    located["folder"] = _folder(tmp_path, UNIPC)
+    config = resolve_config("demo")
+    assert config.flow_shift == 3.0 and config.origin("flow_shift") == "preset 'demo'"
+
+
+def test_a_repo_id_gets_its_preset_over_the_checkpoint(tmp_path, located):
+    located["folder"] = _folder(tmp_path, {**UNIPC, "flow_shift": 5.0})
+    config = resolve_config("Wan-AI/Wan2.2-T2V-A14B-Diffusers")
+    assert config.model == "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
+    assert (config.flow_shift, config.num_inference_steps, config.guidance_scale_low) == (12.0, 40, 3.0)
+    assert config.origin("flow_shift") == "preset 'wan2.2-t2v-a14b'"
+
+
+def test_unsupported_settings_refuse_the_folder_until_the_sampler_is_chosen(tmp_path, located):
+    located["folder"] = _folder(tmp_path, {**UNIPC, "use_karras_sigmas": True})
+    with pytest.raises(ConfigError, match=r"use_karras_sigmas=true.*--set sample_solver="):
+        resolve_config(str(tmp_path))
+    config = resolve_config(str(tmp_path), {"sample_solver": "unipc"})
+    assert config.sample_solver == "unipc" and config.flow_shift == 5.0
+
+
+def test_every_preset_repo_resolves_to_the_preset_named_after_it():
+    for name in preset_names():
+        model = resolve_config(name, read_checkpoint=False).model
+        if "/" in model:
+            own = preset_for_checkpoint(model)
+            assert own is not None and resolve_config(own, read_checkpoint=False).model == model
+    assert preset_for_checkpoint("Wan-AI/Wan2.1-T2V-14B") == "wan2.1-t2v-14b"  # the official layout's repo
+    assert preset_for_checkpoint("someone/Wan2.1-T2V-14B-Diffusers") is None  # a fine-tune, maybe
+    assert preset_for_checkpoint("/data/Wan2.1-T2V-14B-Diffusers") is None
+
+
+def test_describe_names_each_sampling_value_and_its_origin():
+    config = GenerationConfig().with_overrides({"flow_shift": "4"}, source="--set")
+    lines = config.describe().splitlines()[1:]
+    assert [line.split()[0] for line in lines] == list(SAMPLING_KEYS)
+    assert "4.0" in lines[SAMPLING_KEYS.index("flow_shift")] and "(--set)" in lines[SAMPLING_KEYS.index("flow_shift")]
+    assert lines[SAMPLING_KEYS.index("seed")].endswith("(default)")
