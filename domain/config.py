@@ -177,13 +177,13 @@ class GenerationConfig:
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_positive)
+    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False, metadata={"key": False})
+    """Where each key that is not at its generic default got its value (a preset, a checkpoint,
+    --set); not a config key itself."""
 
     def __attrs_post_init__(self) -> None:
         try:
             self.cache_settings()
-    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False, metadata={"key": False})
-    """Where each key that is not at its generic default got its value (a preset, a checkpoint,
-    --set); not a config key itself."""
         except InvalidRequestError as err:
             raise ConfigError(str(err)) from None
 
@@ -227,11 +227,6 @@ class GenerationConfig:
         return GenerationRequest(prompt=prompt, **values)
 
 
-# Other names users of maxdiffusion and diffusers know for the same keys.
-ALIASES = {
-    "guidance_scale_high": "guidance_scale",
-    "guidance_scale_2": "guidance_scale_low",
-    "mag_ratios_base": "mag_ratios",
 SAMPLING_KEYS = (
     "height", "width", "num_frames", "fps", "num_inference_steps", "sample_solver", "flow_shift",
     "sample_timesteps", "guidance_scale", "guidance_scale_low", "boundary_ratio", "expert_switch_step",
@@ -239,6 +234,11 @@ SAMPLING_KEYS = (
 )  # fmt: skip
 """The keys that decide the noise schedule and guidance: what `describe` reports by default."""
 
+# Other names users of maxdiffusion and diffusers know for the same keys.
+ALIASES = {
+    "guidance_scale_high": "guidance_scale",
+    "guidance_scale_2": "guidance_scale_low",
+    "mag_ratios_base": "mag_ratios",
 }
 # maxdiffusion's on/off switches, each replaced here by one value of `cache_policy`.
 CACHE_SWITCHES = {
