@@ -2,24 +2,65 @@
 
 from __future__ import annotations
 
+import math
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 from wanjax.domain.caching.calibration import CalibratedCurve
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.errors import InvalidRequestError, OutputError
 
 VIDEO_SUFFIXES = (".mp4", ".npy")
 LATENT_SUFFIXES = (".npy",)
 
 
-def check_output_path(path: Path, output_type: str) -> None:
-    """Fails before any work if the result could not be written to `path`."""
+def check_output_path(path: Path, output_type: str, shape: Sequence[int] = ()) -> None:
+    """Fails before any work if the result could not be written to `path`: a wrong suffix, a
+    folder in its place, a parent that is a file or where no file can be created, or (with the
+    result's `shape`) too little free space for it."""
     allowed = LATENT_SUFFIXES if output_type == "latent" else VIDEO_SUFFIXES
     if path.suffix.lower() not in allowed:
         raise InvalidRequestError(f"output {path}: for {output_type} output the file must end in {' or '.join(allowed)}")
     if path.is_dir():
         raise InvalidRequestError(f"output {path} is a folder; give a file name such as {path / ('video' + allowed[0])}")
+    folder = _existing_ancestor(path)
+    if not folder.is_dir():
+        raise OutputError(f"output {path}: {folder} is a file, not a folder; choose another --out")
+    try:
+        descriptor, probe = tempfile.mkstemp(prefix=f".{path.name}.probe-", dir=folder)
+        os.close(descriptor)
+        os.unlink(probe)
+    except OSError as err:
+        raise OutputError(f"output {path}: cannot create files in {folder} ({err.strerror}); choose a writable folder") from None
+    needed = output_bytes(path, output_type, shape) if shape else 0
+    free = shutil.disk_usage(folder).free
+    if needed > free:
+        raise OutputError(
+            f"output {path}: needs up to {needed / 2**20:.1f} MiB, {folder} has {free / 2**20:.1f} MiB free; "
+            "free some space or choose another folder"
+        )
+
+
+def _existing_ancestor(path: Path) -> Path:
+    """The nearest folder (or file) above `path` that exists: where its missing folders would go."""
+    parent = path.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    return parent
+
+
+def output_bytes(path: Path, output_type: str, shape: Sequence[int]) -> int:
+    """At most how many bytes a result of `shape` takes at `path`: .npy holds it raw (uint8 frames
+    [B, F, H, W, 3], float32 latents), an mp4 no more than its raw yuv420p frames (1.5 bytes a pixel)."""
+    if path.suffix.lower() == ".mp4":
+        batch, frames, height, width = shape[:4]
+        return batch * frames * height * width * 3 // 2
+    return math.prod(shape) * (4 if output_type == "latent" else 1) + 128  # + the .npy header
 
 
 def output_paths(path: Path, batch: int) -> list[Path]:
@@ -31,14 +72,27 @@ def output_paths(path: Path, batch: int) -> list[Path]:
 
 
 def write_output(array: np.ndarray, path: Path, fps: int) -> None:
-    """Writes `array` ([B, ...]) to `output_paths(path, B)`, each file atomically."""
+    """Writes `array` ([B, ...]) to `output_paths(path, B)`, each file atomically; an OutputError
+    naming the file when the system refuses (a full disk, a folder made read-only meanwhile)."""
     from wanjax.adapters.media.video_files import Mp4Sink, NpySink
 
     if path.suffix.lower() != ".mp4":
-        NpySink().write(array, path)
+        with _refusal_named(path):
+            NpySink().write(array, path)
         return
     for video, target in zip(array, output_paths(path, len(array)), strict=True):
-        Mp4Sink().write(video, target, fps)
+        with _refusal_named(target):
+            Mp4Sink().write(video, target, fps)
+
+
+@contextmanager
+def _refusal_named(target: Path) -> Iterator[None]:
+    try:
+        yield
+    except OSError as err:
+        raise OutputError(
+            f"cannot write {target}: {err.strerror or err}; it was not written. Free some space or choose another --out"
+        ) from None
 
 
 def calibration_path(path: Path) -> Path:
@@ -50,6 +104,6 @@ def write_calibration(curve: CalibratedCurve, path: Path, title: str) -> None:
     """The curve as preset lines (`curve.preset_fragment`), written atomically to `path`."""
     from wanjax.adapters.media.atomic import atomic_path
 
-    with atomic_path(path) as temporary:
+    with _refusal_named(path), atomic_path(path) as temporary:
         temporary.write_text(curve.preset_fragment(title))
 

@@ -19,3 +19,7 @@ class CheckpointError(WanjaxError):
 
 class UnsupportedModelError(WanjaxError):
     """A checkpoint describes a model variant this version cannot run yet."""
+
+
+class OutputError(WanjaxError):
+    """The result cannot be written where it was asked to go."""

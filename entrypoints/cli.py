@@ -180,7 +180,9 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
 
     container = build_container(config)
     service = container.service()
-    service.geometry(request)
+    latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
+    frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
+    check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if plan_only or args.verbose:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)

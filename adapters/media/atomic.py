@@ -1,21 +1,68 @@
-"""Write-then-rename, so a failed or interrupted write never leaves a half file at the target."""
+"""Write-then-rename, so a failed or interrupted write never leaves a half file at the target.
+
+The temporary file is `.NAME.partial-HOST-PID` beside the target. A run that fails or is
+stopped by a signal removes its own; one killed outright (SIGKILL, power loss) cannot, so
+every later write into the same folder removes the partial files of processes of this host
+that no longer run.
+"""
 
 from __future__ import annotations
 
 import os
+import re
+import socket
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
+
+_PARTIAL = re.compile(r"^\..+\.partial-(?:(?P<host>.+)-)?(?P<pid>\d+)$")  # no host: before hosts were named
 
 
 @contextmanager
 def atomic_path(target: Path) -> Iterator[Path]:
-    """Yields a temporary path beside `target`; renames it onto `target` only on success."""
+    """Yields a temporary path beside `target`; renames it onto `target` only on success.
+
+    On any failure the temporary file is removed and the original error propagates: a
+    failure to remove it (the folder became read-only) never hides the error that matters."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    remove_stale_partials(target.parent)
+    temporary = target.with_name(f".{target.name}.partial-{socket.gethostname()}-{os.getpid()}")
     try:
         yield temporary
         os.replace(temporary, target)
-    finally:
-        temporary.unlink(missing_ok=True)
+    except BaseException:
+        with suppress(OSError):
+            temporary.unlink(missing_ok=True)
+        raise
+
+
+def remove_stale_partials(folder: Path) -> list[Path]:
+    """Removes the partial files in `folder` left by processes of this host that have ended;
+    returns them. Another host's (a shared file system) and live processes' are kept."""
+    host = socket.gethostname()
+    removed = []
+    with suppress(OSError):
+        for path in Path(folder).iterdir():
+            match = _PARTIAL.match(path.name)
+            if match is None or match["host"] not in (None, host) or process_is_running(int(match["pid"])):
+                continue
+            with suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed
+
+
+def process_is_running(pid: int) -> bool:
+    """Whether a process with this id runs on this host (one of another user counts)."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except (OverflowError, OSError):
+        return False
+    return True

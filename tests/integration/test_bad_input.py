@@ -1,7 +1,10 @@
 """Bad input: a clear error naming the problem, raised before any weights load, no output left."""
 
 import json
+import os
 import shutil
+import time
+from pathlib import Path
 
 import pytest
 
@@ -31,15 +34,28 @@ def checkpoint_copy(tiny_checkpoint, tmp_path):
     return shutil.copytree(tiny_checkpoint, tmp_path / "ckpt")
 
 
-def _fails(tmp_path, capsys, args, *expected):
-    out = tmp_path / "out.mp4"
+# A refusal before loading takes 0.1-0.5 s in this process; the bound leaves room for a loaded
+# 2-core machine and still fails if a model (seconds) were loaded first.
+TIME_TO_FAIL_SECONDS = 2.0
+
+
+def _fails(tmp_path, capsys, args, *expected, out=None):
+    out = out or tmp_path / "out.mp4"
+    before = _listing(tmp_path)
+    started = time.monotonic()
     assert main(["generate", "--prompt", "a fox", "--out", str(out), *args]) == 2
+    elapsed = time.monotonic() - started
     message = capsys.readouterr().err
+    assert message.startswith("wanjax: error: ") and "Traceback" not in message, message
     for text in expected:
         assert text in message, message
-    assert not out.exists()
-    assert not [p for p in out.parent.iterdir() if p.name.startswith(".out.mp4")]
+    assert elapsed < TIME_TO_FAIL_SECONDS
+    assert _listing(tmp_path) == before  # no output, no temporary, no folder made
     return message
+
+
+def _listing(folder: Path) -> list[str]:
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*"))
 
 
 @pytest.mark.parametrize(
@@ -145,3 +161,29 @@ def test_a_video_that_cannot_fit_is_refused_with_the_estimate_and_the_fixes(tmp_
         "nothing was loaded", "estimated peak", "VAE decode activations", "--set vae_tiling=true",
     )  # fmt: skip
     assert "GiB free" in message
+
+
+def test_an_output_under_a_file_is_refused_before_generating(tmp_path, capsys):
+    (tmp_path / "notes.txt").write_text("a file, not a folder")
+    for out in (tmp_path / "notes.txt" / "v.mp4", tmp_path / "notes.txt" / "deeper" / "v.npy"):
+        _fails(tmp_path, capsys, [], f"{tmp_path / 'notes.txt'} is a file, not a folder", out=out)
+
+
+def test_an_output_folder_where_no_file_can_be_made_is_refused_before_generating(tmp_path, capsys):
+    if os.geteuid() == 0:  # root writes into read-only folders; sysfs refuses new files even to root
+        folder = Path("/sys/kernel")
+    else:
+        folder = tmp_path / "read-only"
+        folder.mkdir(mode=0o555)
+    if os.access(folder, os.W_OK) and os.geteuid() != 0:
+        pytest.skip(f"{folder} is writable here")
+    _fails(tmp_path, capsys, [], f"cannot create files in {folder}", "choose a writable folder", out=folder / "v.mp4")
+
+
+def test_an_output_that_cannot_fit_the_disk_is_refused_before_generating(tmp_path, capsys, monkeypatch):
+    import wanjax.application.outputs as outputs
+
+    real = shutil.disk_usage
+    monkeypatch.setattr(outputs.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    message = _fails(tmp_path, capsys, ["--height", "32", "--width", "48", "--num-frames", "5"], "0.0 MiB free")
+    assert "needs up to 0.0 MiB" in message  # 5 x 32 x 48 x 1.5 bytes: 11,520
