@@ -19,7 +19,8 @@ from wanjax.domain.caching.settings import CONFIG_KEYS as CACHE_KEYS
 from wanjax.domain.caching.settings import POLICIES, CacheSettings, resolve_cache_settings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import parse_lora_specs
-from wanjax.domain.requests import SOLVERS, GenerationRequest
+from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler
 from wanjax.domain.sharding import CONTEXT_PARALLEL, parse_rule_overrides
 
 DTYPES = ("auto", "float32", "bfloat16")
@@ -172,6 +173,9 @@ class GenerationConfig:
     boundary_ratio: float | None = attrs.field(default=None, metadata={"parse": float})
     flow_shift: float = 3.0
     sample_solver: str = attrs.field(default="unipc", validator=_one_of(SOLVERS))
+    """unipc (UniPC-2, Wan's default), dpm++ (the Wan code's DPM-Solver++) or euler (flow-match Euler)."""
+    sigma_schedule: str = attrs.field(default="official", validator=_one_of(SIGMA_SCHEDULES))
+    """The UniPC noise grid: official (the Wan code's) or diffusers (diffusers >= 0.37's), docs/sampling.md."""
     sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
     expert_switch_step: int | None = attrs.field(default=None, metadata={"parse": int})
     negative_prompt: str = ""
@@ -184,6 +188,7 @@ class GenerationConfig:
     def __attrs_post_init__(self) -> None:
         try:
             self.cache_settings()
+            check_sampler(self.sample_solver, self.sigma_schedule)
         except InvalidRequestError as err:
             raise ConfigError(str(err)) from None
 
@@ -228,9 +233,9 @@ class GenerationConfig:
 
 
 SAMPLING_KEYS = (
-    "height", "width", "num_frames", "fps", "num_inference_steps", "sample_solver", "flow_shift",
-    "sample_timesteps", "guidance_scale", "guidance_scale_low", "boundary_ratio", "expert_switch_step",
-    "negative_prompt", "seed",
+    "height", "width", "num_frames", "fps", "num_inference_steps", "sample_solver", "sigma_schedule",
+    "flow_shift", "sample_timesteps", "guidance_scale", "guidance_scale_low", "boundary_ratio",
+    "expert_switch_step", "negative_prompt", "seed",
 )  # fmt: skip
 """The keys that decide the noise schedule and guidance: what `describe` reports by default."""
 

@@ -8,7 +8,7 @@ import numpy as np
 from wanjax.domain.caching import CachePlan, plan_cache
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
-from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, euler_table, few_step_euler_table, unipc_table
+from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, few_step_euler_table, sampler_table
 
 HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `transformer_2`
 
@@ -39,11 +39,16 @@ class SamplingPlan:
 
 
 def expert_per_step(timesteps: np.ndarray, boundary_ratio: float | None) -> np.ndarray:
-    """The high-noise expert while t >= boundary_ratio * 1000, then the low-noise one (as diffusers)."""
+    """The high-noise expert while t >= boundary_ratio * 1000, then the low-noise one.
+
+    Compared exactly, in float64, as the Wan code compares `t.item() >= boundary`
+    (diffusers compares in float32; the two differ only for a boundary_ratio * 1000 within
+    float32 rounding, ~3e-5, of a timestep without being equal to it).
+    """
     if boundary_ratio is None:
         return np.full(len(timesteps), HIGH_NOISE, dtype=np.int32)
     boundary = boundary_ratio * NUM_TRAIN_TIMESTEPS
-    return np.where(timesteps >= boundary, HIGH_NOISE, LOW_NOISE).astype(np.int32)
+    return np.where(np.asarray(timesteps, np.float64) >= boundary, HIGH_NOISE, LOW_NOISE).astype(np.int32)
 
 
 def expert_per_step_index(num_steps: int, switch_step: int) -> np.ndarray:
@@ -67,7 +72,7 @@ def plan_sampling(
     if request.sample_timesteps is not None:
         solver = few_step_euler_table(request.sample_timesteps, shift)
     else:
-        solver = euler_table(steps, shift) if request.sample_solver == "euler" else unipc_table(steps, shift)
+        solver = sampler_table(request.sample_solver, request.sigma_schedule, steps, shift)
     if num_experts == 1:
         for name in ("guidance_scale_low", "boundary_ratio", "expert_switch_step"):
             if getattr(request, name) is not None:

@@ -9,7 +9,7 @@ import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.scheduling.few_step import checked_timesteps
+from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -89,12 +89,14 @@ def _optional_image(_: Any, attribute: attrs.Attribute, value: np.ndarray | None
         _fail(attribute.name, f"<array {value.shape}>", "is empty")
 
 
-SOLVERS = ("unipc", "euler")
-
-
 def _solver(_: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in SOLVERS:
         _fail(attribute.name, value, f"must be one of {', '.join(SOLVERS)}")
+
+
+def _sigma_schedule(_: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SIGMA_SCHEDULES:
+        _fail(attribute.name, value, f"must be one of {', '.join(SIGMA_SCHEDULES)}")
 
 
 def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
@@ -124,6 +126,9 @@ class GenerationRequest:
     None means the checkpoint's own value."""
     flow_shift: float = attrs.field(validator=_positive_float)
     sample_solver: str = attrs.field(default="unipc", validator=_solver)
+    sigma_schedule: str = attrs.field(default="official", validator=_sigma_schedule)
+    """The UniPC noise grid: the Wan code's (`official`) or diffusers >= 0.37's (`diffusers`);
+    dpm++ runs on the Wan code's only, euler on diffusers' Euler grid (docs/sampling.md)."""
     sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, converter=_optional_timesteps)
     """Few-step distilled sampling: the training timesteps to visit (e.g. 1000, 750, 500, 250),
     sampled with flow-match Euler; when set, it replaces num_inference_steps and sample_solver."""
@@ -135,6 +140,9 @@ class GenerationRequest:
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
+
+    def __attrs_post_init__(self) -> None:
+        check_sampler(self.sample_solver, self.sigma_schedule)
 
     @property
     def uses_guidance(self) -> bool:

@@ -53,11 +53,11 @@ def case_experts(case: Case) -> list[WanTransformer]:
     return [WanTransformer(case.spec, runtime, rngs=nnx.Rngs(seed)) for seed in range(case.experts)]
 
 
-def case_plan(experts: int, steps: int) -> SamplingPlan:
-    """UniPC with guidance 5 (2.5 for a second expert), boundary 0.875."""
+def case_plan(experts: int, steps: int, sample_solver: str = "unipc") -> SamplingPlan:
+    """`sample_solver` (default UniPC) with guidance 5 (2.5 for a second expert), boundary 0.875."""
     request = GenerationRequest(
         prompt="p", height=32, width=48, num_frames=9, num_inference_steps=steps, guidance_scale=5.0,
-        guidance_scale_low=2.5 if experts == 2 else None, flow_shift=3.0,
+        guidance_scale_low=2.5 if experts == 2 else None, flow_shift=3.0, sample_solver=sample_solver,
     )  # fmt: skip
     return plan_sampling(request, num_experts=experts, model_boundary_ratio=0.875)
 

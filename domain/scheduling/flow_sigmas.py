@@ -2,11 +2,18 @@
 
 A flow-matching model at noise level sigma sees x = (1 - sigma) * x0 + sigma * noise and
 predicts the velocity noise - x0. Wan samples on a grid pushed towards sigma = 1 by
-`shift_sigmas`. The two reference schedulers (diffusers' UniPC in flow mode and
-FlowMatchEulerDiscrete) build that grid differently, and the transformer is conditioned
-on their exact timestep values (UniPC truncates them to integers, Euler keeps floats), so
-each builder here repeats its scheduler's arithmetic in the same dtype and order: a
-reordered formula would move an integer timestep across a truncation boundary.
+`shift_sigmas`. Each reference builds that grid its own way (docs/sampling.md):
+
+- the Wan code's UniPC (`FlowUniPCMultistepScheduler`, and diffusers <= 0.36): N sigmas
+  evenly spaced on [0.999, 0) (its float32 training grid's ends), then shifted;
+- the Wan code's DPM-Solver++ (`get_sampling_sigmas`): evenly spaced on [1, 0), shifted;
+- diffusers >= 0.37's UniPC in flow mode: evenly spaced on [1, 1/1000), shifted;
+- diffusers' FlowMatchEulerDiscrete: see `euler_flow_schedule`.
+
+The transformer is conditioned on their exact timestep values (the first three truncate
+them to integers, Euler keeps floats), so each builder here repeats its reference's
+arithmetic in the same dtype and order: a reordered formula would move an integer
+timestep across a truncation boundary.
 """
 
 from __future__ import annotations
@@ -21,8 +28,14 @@ from wanjax.domain.errors import InvalidRequestError
 NUM_TRAIN_TIMESTEPS = 1000
 """Length of the training noise grid; timestep = sigma * NUM_TRAIN_TIMESTEPS."""
 
-_UNIPC_FIRST_SIGMA_NUDGE = 1e-6
-"""UniPC lowers a first sigma of exactly 1 by this much, keeping its log-SNR finite."""
+SIGMA_SCHEDULES = ("official", "diffusers")
+"""The UniPC grids: the Wan code's (`official`) and diffusers >= 0.37's (`diffusers`)."""
+
+OFFICIAL_SIGMA_MAX = float(np.float32(1.0 - 1.0 / NUM_TRAIN_TIMESTEPS))
+"""The noisiest sigma of the Wan code's 1000-step training grid, held in float32 (0.99900001)."""
+
+_DIFFUSERS_FIRST_SIGMA_NUDGE = 1e-6
+"""Diffusers' UniPC lowers a first sigma of exactly 1 by this much, keeping its log-SNR finite."""
 
 
 def frozen_array(array: np.ndarray) -> np.ndarray:
@@ -74,23 +87,60 @@ def shift_sigmas(sigmas: np.ndarray, shift: float) -> np.ndarray:
     return shift * sigmas / (1 + (shift - 1) * sigmas)
 
 
-def unipc_flow_schedule(num_steps: int, shift: float) -> FlowSchedule:
-    """The grid of diffusers' UniPCMultistepScheduler with use_flow_sigmas=True.
+def log_snr(sigmas: np.ndarray) -> np.ndarray:
+    """lambda = log((1 - sigma) / sigma); sigma = 0 gives +inf and sigma = 1 gives -inf.
 
-    num_steps sigmas evenly spaced on [1, 1/1000) in float64, shifted once; a first sigma
-    of 1 is nudged down; timesteps are sigma * 1000 truncated to integers; sigmas are
-    stored as float32 with a final 0.
+    The infinities are what the solvers' formulas need there: e^-h is exactly 0 on a step
+    to sigma = 0 or from sigma = 1, and a divided difference over such a step vanishes.
     """
+    with np.errstate(divide="ignore"):
+        return np.log1p(-sigmas) - np.log(sigmas)
+
+
+def _shifted_spacing(start: float, stop: float, num_steps: int, shift: float) -> np.ndarray:
+    """num_steps sigmas evenly spaced on [start, stop) in float64, then shifted (float64)."""
     _validate_steps_and_shift(num_steps, shift)
-    base = np.linspace(1.0, 1.0 / NUM_TRAIN_TIMESTEPS, num_steps + 1)[:-1]
-    sigmas = shift_sigmas(base, float(shift))
-    if abs(sigmas[0] - 1.0) < _UNIPC_FIRST_SIGMA_NUDGE:
-        sigmas[0] -= _UNIPC_FIRST_SIGMA_NUDGE
+    return shift_sigmas(np.linspace(start, stop, num_steps + 1)[:-1], float(shift))
+
+
+def _integer_timestep_schedule(sigmas: np.ndarray) -> FlowSchedule:
+    """Timesteps sigma * 1000 (float64) truncated to integers; sigmas in float32, then 0."""
     timesteps = (sigmas * NUM_TRAIN_TIMESTEPS).astype(np.int64)
     return FlowSchedule(
         timesteps=timesteps.astype(np.float32),
         sigmas=np.append(sigmas, 0.0).astype(np.float32),
     )
+
+
+def unipc_flow_schedule(num_steps: int, shift: float, sigma_schedule: str = "official") -> FlowSchedule:
+    """The UniPC grid of `sigma_schedule`, one of SIGMA_SCHEDULES.
+
+    official: the Wan code's FlowUniPCMultistepScheduler(shift=1).set_timesteps(N, shift=shift),
+    num_steps sigmas evenly spaced on [OFFICIAL_SIGMA_MAX, 0). diffusers: diffusers >= 0.37's
+    UniPCMultistepScheduler(use_flow_sigmas=True, flow_shift=shift), evenly spaced on
+    [1, 1/1000), a first sigma of 1 nudged down. Both shift in float64 and truncate the
+    timesteps to integers.
+    """
+    if sigma_schedule == "official":
+        return _integer_timestep_schedule(_shifted_spacing(OFFICIAL_SIGMA_MAX, 0.0, num_steps, shift))
+    if sigma_schedule == "diffusers":
+        sigmas = _shifted_spacing(1.0, 1.0 / NUM_TRAIN_TIMESTEPS, num_steps, shift)
+        if abs(sigmas[0] - 1.0) < _DIFFUSERS_FIRST_SIGMA_NUDGE:
+            sigmas[0] -= _DIFFUSERS_FIRST_SIGMA_NUDGE
+        return _integer_timestep_schedule(sigmas)
+    raise InvalidRequestError(
+        f"sigma_schedule={sigma_schedule!r}: must be one of {', '.join(SIGMA_SCHEDULES)}"
+    )
+
+
+def dpm_flow_schedule(num_steps: int, shift: float) -> FlowSchedule:
+    """The grid of the Wan code's DPM-Solver++: `get_sampling_sigmas(N, shift)` given as sigmas
+    to FlowDPMSolverMultistepScheduler(shift=1), whose own shift by 1 leaves them unchanged.
+
+    num_steps sigmas evenly spaced on [1, 0) and shifted, in float64; the first is exactly 1
+    (timestep 1000); timesteps truncated to integers.
+    """
+    return _integer_timestep_schedule(_shifted_spacing(1.0, 0.0, num_steps, shift))
 
 
 def euler_flow_schedule(num_steps: int, shift: float) -> FlowSchedule:

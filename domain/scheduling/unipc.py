@@ -1,7 +1,8 @@
 """UniPC (B(h) = bh2, data prediction) for flow matching, as a `SolverTable`.
 
 The multistep predictor UniP and corrector UniC (Zhao et al. 2023, "UniPC") in the form
-diffusers' UniPCMultistepScheduler runs Wan with: prediction_type="flow_prediction",
+the Wan code's FlowUniPCMultistepScheduler and diffusers' UniPCMultistepScheduler run Wan
+with (the two differ only in their sigma grid): prediction_type="flow_prediction",
 use_flow_sigmas=True, predict_x0=True, solver_type="bh2", lower_order_final=True,
 final_sigmas_type="zero". With alpha = 1 - sigma, updates live in log-SNR
 lambda = log(alpha / sigma); a step of size h = lambda_t - lambda_s from node s to t is
@@ -23,16 +24,10 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.scheduling.flow_sigmas import unipc_flow_schedule
+from wanjax.domain.scheduling.flow_sigmas import log_snr, unipc_flow_schedule
 from wanjax.domain.scheduling.solver import SolverTable, StepCoefficients
 
 SUPPORTED_ORDERS = (1, 2, 3)
-
-
-def _log_snr(sigmas: np.ndarray) -> np.ndarray:
-    """lambda = log((1 - sigma) / sigma); sigma = 0 gives +inf, which makes e^-h exactly 0."""
-    with np.errstate(divide="ignore"):
-        return np.log1p(-sigmas) - np.log(sigmas)
 
 
 def _rhos(r: np.ndarray, hh: float, order: int, corrector: bool) -> np.ndarray:
@@ -100,19 +95,21 @@ def unipc_table(
     order: int = 2,
     disable_corrector: Collection[int] = (),
     *,
+    sigma_schedule: str = "official",
     dtype: DTypeLike = np.float32,
 ) -> SolverTable:
-    """UniPC-`order` for `num_steps` model evaluations on the flow grid shifted by `shift`.
+    """UniPC-`order` for `num_steps` model evaluations on the `sigma_schedule` grid
+    (`unipc_flow_schedule`: the Wan code's, or diffusers >= 0.37's) shifted by `shift`.
 
     Width K = order + 1. Orders warm up over the first steps and drop to 1 over the last
     ones (lower_order_final). `disable_corrector` lists steps j whose predicted sample is
     not corrected (diffusers' meaning: the corrector that would run at step j + 1).
     Weights are computed in float64 and stored as `dtype`, the dtype the loop runs in.
     """
-    schedule = unipc_flow_schedule(num_steps, shift)
+    schedule = unipc_flow_schedule(num_steps, shift, sigma_schedule)
     _validate(order, disable_corrector, num_steps)
     sigmas = schedule.sigmas.astype(np.float64)
-    lam = _log_snr(sigmas)
+    lam = log_snr(sigmas)
     width = order + 1
     orders = [min(order, num_steps - i, i + 1) for i in range(num_steps)]
 

@@ -20,7 +20,7 @@ def test_diffusers_loads_the_demo_and_agrees(demo_cache):
         guidance_scale=5.0, max_sequence_length=64, latents=noise.clone(), output_type="latent",
     ).frames.numpy()  # fmt: skip
 
-    config = resolve_config(str(demo_cache), {"dtype": "float32", "max_sequence_length": "64"})
+    config = resolve_config(str(demo_cache), {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "64"})
     request = config.request("a fox", height=32, width=48, num_frames=5, num_inference_steps=3, flow_shift=3.0)
     got = build_container(config).service().generate(request, initial_latents=noise.numpy(), output_type="latent")
     error = np.max(np.abs(got.array - expected)) / np.max(np.abs(expected))

@@ -40,7 +40,10 @@ def _compare(folder, reference_kwargs, overrides):
     expected_latents = pipe(**common, latents=_noise(), output_type="latent").frames.numpy()
     expected_frames = (np.asarray(pipe(**common, latents=_noise(), output_type="np").frames) * 255).round()
 
-    config = resolve_config(str(folder), {"dtype": "float32", "flow_shift": "3.0", "max_sequence_length": "512", **overrides})
+    config = resolve_config(
+        str(folder),
+        {"dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": "512", **overrides},
+    )
     service = build_container(config).service()
     request = config.request(PROMPT, negative_prompt=NEGATIVE, **SIZE, num_inference_steps=STEPS,
                              guidance_scale=GUIDANCE, image=_image())  # fmt: skip

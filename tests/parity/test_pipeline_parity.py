@@ -40,7 +40,8 @@ def config(tiny_checkpoint):
     return resolve_config(
         str(tiny_checkpoint),
         {
-            "dtype": "float32", "flow_shift": "3.0", "max_sequence_length": str(MAX_LEN), "height": str(HEIGHT),
+            "dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": str(MAX_LEN),
+            "height": str(HEIGHT),
             "width": str(WIDTH), "num_frames": str(FRAMES), "num_inference_steps": str(STEPS),
             "guidance_scale": str(GUIDANCE), "negative_prompt": NEGATIVE,
         },

@@ -3,7 +3,9 @@
 Diffusers runs the way WanPipeline drives it (set_timesteps, set_begin_index(0), then
 step(model_output, t, sample) per timestep); the tables run through `solver_step`. The
 UniPC schedulers are loaded from Wan's published scheduler_config.json files, so the
-configuration the tables claim to match is the real one.
+configuration the tables claim to match is the real one; the UniPC tables are built on
+diffusers' grid (sigma_schedule="diffusers"). The default, official grid is checked
+against the Wan code in test_official_sampler_parity.py.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ WAN22_SCHEDULER_CONFIG = {
     "flow_shift": 5.0, "time_shift_type": "exponential", "use_dynamic_shifting": False,
 }  # fmt: skip
 
+DIFFUSERS = "diffusers"  # the grid of diffusers >= 0.37's UniPC
 STEPS = (1, 2, 3, 5, 10, 50)
 SHIFTS = (1.0, 3.0, 5.0, 12.0)
 
@@ -113,7 +116,7 @@ def test_unipc_matches_diffusers(wan_unipc, num_steps: int, shift: float, order:
     scheduler = UniPCMultistepScheduler.from_config(
         wan_unipc.config, flow_shift=shift, solver_order=order
     )
-    _assert_parity(scheduler, unipc_table(num_steps, shift, order=order))
+    _assert_parity(scheduler, unipc_table(num_steps, shift, order=order, sigma_schedule=DIFFUSERS))
 
 
 @pytest.mark.parametrize("shift", SHIFTS)
@@ -123,11 +126,11 @@ def test_euler_matches_diffusers(num_steps: int, shift: float) -> None:
 
 
 @pytest.mark.parametrize("config", (WAN21_SCHEDULER_CONFIG, WAN22_SCHEDULER_CONFIG))
-def test_published_wan_configs_match_the_default_table(config: dict) -> None:
+def test_published_wan_configs_match_the_diffusers_grid_table(config: dict) -> None:
     scheduler = UniPCMultistepScheduler.from_config(config)
     assert scheduler.config.prediction_type == "flow_prediction"
     assert scheduler.config.use_flow_sigmas and scheduler.config.predict_x0
-    _assert_parity(scheduler, unipc_table(50, config["flow_shift"]))
+    _assert_parity(scheduler, unipc_table(50, config["flow_shift"], sigma_schedule=DIFFUSERS))
 
 
 @pytest.mark.parametrize("disabled", ((0,), (1, 2, 5), tuple(range(10))))
@@ -135,7 +138,7 @@ def test_published_wan_configs_match_the_default_table(config: dict) -> None:
 def test_unipc_disable_corrector_matches_diffusers(order: int, disabled: tuple[int, ...]) -> None:
     config = {**WAN21_SCHEDULER_CONFIG, "solver_order": order, "disable_corrector": list(disabled)}
     scheduler = UniPCMultistepScheduler.from_config(config)
-    _assert_parity(scheduler, unipc_table(10, 3.0, order=order, disable_corrector=disabled))
+    _assert_parity(scheduler, unipc_table(10, 3.0, order=order, disable_corrector=disabled, sigma_schedule=DIFFUSERS))
 
 
 @pytest.mark.parametrize("order", (1, 2, 3))
@@ -145,7 +148,7 @@ def test_unipc_weights_are_exact_in_float64(num_steps: int, order: int) -> None:
     scheduler = UniPCMultistepScheduler.from_config(WAN21_SCHEDULER_CONFIG, solver_order=order)
     latents = _latents(np.float64)
     _, _, reference = _run_diffusers(scheduler, num_steps, latents, float64=True)
-    table = unipc_table(num_steps, 3.0, order=order, dtype=np.float64)
+    table = unipc_table(num_steps, 3.0, order=order, sigma_schedule=DIFFUSERS, dtype=np.float64)
     trajectory = _run_table(table, latents)
     assert trajectory.dtype == np.float64
     np.testing.assert_allclose(trajectory, reference, rtol=0, atol=FLOAT64_RTOL)

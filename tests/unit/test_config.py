@@ -31,10 +31,24 @@ def test_malformed_value_is_refused(key, value):
         GenerationConfig().with_overrides({key: value})
 
 
-@pytest.mark.parametrize("key, value", [("dtype", "float16"), ("attention", "flash"), ("sample_solver", "ddim")])
+@pytest.mark.parametrize(
+    "key, value", [("dtype", "float16"), ("attention", "flash"), ("sample_solver", "ddim"), ("sigma_schedule", "karras")]
+)
 def test_out_of_set_value_lists_the_allowed(key, value):
     with pytest.raises(ConfigError, match="must be one of"):
         GenerationConfig().with_overrides({key: value})
+
+
+def test_sampler_defaults_to_unipc_on_the_official_grid():
+    config = GenerationConfig()
+    assert (config.sample_solver, config.sigma_schedule) == ("unipc", "official")
+    assert config.request("a cat").sigma_schedule == "official"
+    assert GenerationConfig().with_overrides({"sigma_schedule": "diffusers"}).request("a cat").sigma_schedule == "diffusers"
+
+
+def test_dpm_on_the_diffusers_grid_fails_at_config_time():
+    with pytest.raises(ConfigError, match="sample_solver=dpm\\+\\+ with sigma_schedule=diffusers"):
+        GenerationConfig().with_overrides({"sample_solver": "dpm++", "sigma_schedule": "diffusers"})
 
 
 def test_every_preset_loads_and_makes_a_valid_request():

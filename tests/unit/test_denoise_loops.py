@@ -39,10 +39,10 @@ from wanjax.domain.plan import HIGH_NOISE, LOW_NOISE
 RELATIVE_TOLERANCE = 1e-5
 
 
-def _denoise(case: Case, options: DenoiserOptions, experts=None) -> np.ndarray:
+def _denoise(case: Case, options: DenoiserOptions, experts=None, sample_solver: str = "unipc") -> np.ndarray:
     denoiser = JaxDenoiser(experts or case_experts(case), options)
     latents, context, negative = case_inputs()
-    plan = case_plan(case.experts, 6)
+    plan = case_plan(case.experts, 6, sample_solver)
     denoiser.prepare(latents, plan, context, negative, case.conditioning)
     return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning))
 
@@ -66,6 +66,17 @@ def test_option_gives_the_plain_path_latents(name, options):
     if case.experts == 2:
         assert {HIGH_NOISE, LOW_NOISE} <= set(case_plan(2, 6).experts)  # both experts run
     assert_close(_denoise(case, options, experts), _denoise(case, PLAIN, experts), RELATIVE_TOLERANCE)
+
+
+def test_dpm_gives_the_same_latents_in_both_loops():
+    """dpm++ is a table like UniPC (width 2, no corrector): the scan loop consumes it as the
+    Python loop does, across the expert switch."""
+    case = CASES["two-experts"]
+    experts = case_experts(case)
+    plan = case_plan(2, 6, "dpm++")
+    assert plan.solver.width == 2 and {HIGH_NOISE, LOW_NOISE} <= set(plan.experts)
+    scan = DenoiserOptions(use_kv_cache=False, scan_diffusion_loop=True)
+    assert_close(_denoise(case, scan, experts, "dpm++"), _denoise(case, PLAIN, experts, "dpm++"), RELATIVE_TOLERANCE)
 
 
 def _eqns(jaxpr: jex_core.Jaxpr):

@@ -6,7 +6,7 @@ import pytest
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.plan import HIGH_NOISE, LOW_NOISE, expert_per_step, plan_sampling
-from wanjax.domain.scheduling import euler_table, unipc_table
+from wanjax.domain.scheduling import dpm_table, euler_table, unipc_table
 
 
 def _request(**overrides):
@@ -23,6 +23,26 @@ def test_single_expert_plan_uses_unipc_by_default():
 def test_euler_solver_is_selectable():
     plan = plan_sampling(_request(num_inference_steps=4, sample_solver="euler"))
     np.testing.assert_array_equal(plan.timesteps, euler_table(4, 3.0).timesteps)
+
+
+def test_sigma_schedule_chooses_the_unipc_grid():
+    plan = plan_sampling(_request(num_inference_steps=19, flow_shift=12.0, sigma_schedule="diffusers"))
+    np.testing.assert_array_equal(plan.timesteps, unipc_table(19, 12.0, sigma_schedule="diffusers").timesteps)
+    assert not np.array_equal(plan.timesteps, unipc_table(19, 12.0).timesteps)
+
+
+def test_dpm_solver_is_selectable():
+    plan = plan_sampling(_request(num_inference_steps=6, flow_shift=5.0, sample_solver="dpm++"))
+    np.testing.assert_array_equal(plan.timesteps, dpm_table(6, 5.0).timesteps)
+    assert plan.solver.width == 2 and plan.timesteps[0] == 1000
+
+
+def test_expert_boundary_is_compared_exactly_as_the_official_loop():
+    """`t.item() >= boundary` on Python numbers: timestep 900 is below 900.00001, which float32
+    (the timesteps' dtype) would round to 900."""
+    timesteps = np.array([901, 900, 899], np.float32)
+    assert list(expert_per_step(timesteps, 0.90000001)) == [HIGH_NOISE, LOW_NOISE, LOW_NOISE]
+    assert list(expert_per_step(timesteps, 0.9)) == [HIGH_NOISE, HIGH_NOISE, LOW_NOISE]
 
 
 def test_two_experts_switch_once_with_their_own_guidance():

@@ -33,7 +33,8 @@ def test_valid_request_builds():
         ("seed", -3, "[0,"),
         ("prompt", "   ", "non-empty"),
         ("negative_prompt", None, "text"),
-        ("sample_solver", "ddim", "unipc, euler"),
+        ("sample_solver", "ddim", "unipc, dpm++, euler"),
+        ("sigma_schedule", "karras", "official, diffusers"),
     ],
 )
 def test_invalid_field_is_named(field, value, expected):
@@ -41,6 +42,11 @@ def test_invalid_field_is_named(field, value, expected):
         GenerationRequest(**{**VALID, field: value})
     assert field in str(err.value)
     assert expected in str(err.value)
+
+
+def test_dpm_on_the_diffusers_grid_is_refused_with_the_fix():
+    with pytest.raises(InvalidRequestError, match="sample_solver=dpm\\+\\+ with sigma_schedule=diffusers.*set sigma_schedule=official"):
+        GenerationRequest(**{**VALID, "sample_solver": "dpm++", "sigma_schedule": "diffusers"})
 
 
 def test_guidance_at_or_below_one_turns_cfg_off():
