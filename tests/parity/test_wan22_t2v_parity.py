@@ -102,8 +102,9 @@ def _experts_diffusers_calls(pipe, steps, boundary_ratio):
 @pytest.mark.parametrize("steps", [2, 5, 9, 16])
 @pytest.mark.parametrize("boundary_ratio", [0.5, 0.875, 0.9, 0.97])
 def test_expert_switch_is_at_the_step_diffusers_switches(pipe, config, steps, boundary_ratio):
-    request = config.request(PROMPT, num_inference_steps=steps, guidance_scale=1.0, guidance_scale_low=None)
-    plan = plan_sampling(request, num_experts=2, model_boundary_ratio=boundary_ratio)
+    # The config carries the checkpoint's boundary_ratio (0.875): the request sets the one under test.
+    request = config.request(PROMPT, num_inference_steps=steps, guidance_scale=1.0, boundary_ratio=boundary_ratio)
+    plan = plan_sampling(request, num_experts=2)
     assert list(plan.experts) == _experts_diffusers_calls(pipe, steps, boundary_ratio)
 
 
