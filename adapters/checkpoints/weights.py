@@ -10,6 +10,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.pth_file import SUFFIXES as PTH_SUFFIXES
+from wanjax.adapters.checkpoints.pth_file import PthWeights
 from wanjax.adapters.checkpoints.safetensors_file import FileIdentity, SafetensorsFile
 from wanjax.domain.errors import CheckpointError
 
@@ -139,16 +141,30 @@ def _find_weight_files(location: Path) -> tuple[Path | None, Path | None]:
     raise CheckpointError(f"{location}: no safetensors weights found (expected {expected}); re-download the checkpoint")
 
 
+def open_weights(location: Path) -> ComponentWeights | PthWeights:
+    """A component's tensors from a folder, a `.safetensors` file, a shard index or a `.pth`
+    state dict (read with `weights_only`, see `pth_file.py`)."""
+    location = Path(location)
+    if location.suffix in PTH_SUFFIXES:
+        return PthWeights(location)
+    return ComponentWeights(location)
+
+
 class RenamedWeights(Mapping[str, np.ndarray]):
     """`source` seen under other names (`rename(source name) -> name`), e.g. the original
     Wan checkpoints' names seen as diffusers names. Keeps `TensorFiles` working, and
     error messages show both names."""
 
-    def __init__(self, source: ComponentWeights, rename: dict[str, str]) -> None:
+    def __init__(self, source: ComponentWeights | PthWeights, rename: dict[str, str]) -> None:
         self._source = source
-        self._original = {new: old for old, new in rename.items()}
-        if len(self._original) != len(rename):
-            raise CheckpointError(f"{source.folder}: two tensors map to one name; is this a Wan checkpoint?")
+        self._original: dict[str, str] = {}
+        for old, new in rename.items():
+            if new in self._original:
+                raise CheckpointError(
+                    f"{source.locate(old)} and {self._original[new]!r} both map to {new!r}; "
+                    "is this a Wan checkpoint?"
+                )
+            self._original[new] = old
 
     def locate(self, name: str) -> str:
         original = self._original.get(name, name)
@@ -164,6 +180,9 @@ class RenamedWeights(Mapping[str, np.ndarray]):
     def byte_offset(self, name: str) -> tuple[str, int]:
         return self._source.byte_offset(self._original[name])
 
+    def parameter_count(self) -> int:
+        return self._source.parameter_count()
+
     def __getitem__(self, name: str) -> np.ndarray:
         return self._source[self._original[name]]
 
@@ -172,3 +191,7 @@ class RenamedWeights(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._original)
+
+
+Weights = ComponentWeights | PthWeights | RenamedWeights
+"""A component's tensors as the loaders read them: `TensorFiles`, and a `parameter_count()`."""
