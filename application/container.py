@@ -6,6 +6,7 @@ from dependency_injector import containers, providers
 
 from wanjax.application import builders
 from wanjax.application.memory import MemoryPlanner
+from wanjax.application.preflight import Preflight
 from wanjax.application.service import GenerationService, ModelComponents
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.sharding import MeshShape, logical_rules
@@ -41,6 +42,7 @@ class Container(containers.DeclarativeContainer):
     memory_planner = providers.Singleton(
         MemoryPlanner, config, checkpoint, dtype, attention_backend, mesh_shape
     )
+    preflight = providers.Singleton(Preflight, config, checkpoint, mesh_shape, attention.provider, dtype)
 
     text_encoder = providers.Singleton(
         builders.build_text_encoder,
@@ -90,6 +92,7 @@ class Container(containers.DeclarativeContainer):
         components,
         max_sequence_length=config.provided.max_sequence_length,
         batched_text_encoder=config.provided.use_batched_text_encoder,
+        preflight=preflight.provided.check,
     )
 
 

@@ -7,8 +7,10 @@ default. The config remembers which (`GenerationConfig.origin`).
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -62,6 +64,8 @@ def resolve_config(
     the preset or `overrides` choose the sampler (`sample_solver`).
     """
     preset = DEFAULT_PRESET if model is None else model if model in preset_names() else preset_for_checkpoint(model)
+    if model is not None and preset is None:
+        _check_not_a_misspelt_preset(model)
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if preset is not None:
         layers.append((f"preset {preset!r}", _preset_values(preset)))
@@ -72,6 +76,20 @@ def resolve_config(
     if read_checkpoint:
         config = _layered(_with_checkpoint_settings(config), layers)
     return config
+
+
+def _check_not_a_misspelt_preset(model: str) -> None:
+    """A bare `--model` name (no '/': not a repo id or path) that names no folder but nearly a
+    preset (another case, a typo) is refused with the preset's name."""
+    if "/" in model or Path(model).expanduser().exists():
+        return
+    by_lower = {name.lower(): name for name in preset_names()}
+    close = difflib.get_close_matches(model.lower(), list(by_lower), n=1, cutoff=0.85)
+    if close:
+        raise ConfigError(
+            f"--model {model!r} is no folder and no preset; did you mean the preset {by_lower[close[0]]!r}? "
+            "(`wanjax presets` lists them)"
+        )
 
 
 def _layered(config: GenerationConfig, layers: list[tuple[str, Mapping[str, Any]]]) -> GenerationConfig:

@@ -71,12 +71,33 @@ class GenerationService:
     """Turns validated requests into videos with one loaded model."""
 
     def __init__(
-        self, components: ModelComponents, *, max_sequence_length: int, batched_text_encoder: bool = True
+        self,
+        components: ModelComponents,
+        *,
+        max_sequence_length: int,
+        batched_text_encoder: bool = True,
+        preflight: Callable[[], None] | None = None,
     ) -> None:
+        """`preflight` (the container's `Preflight.check`) checks the config against everything that
+        needs no weights; every run calls it (in `check`) before loading anything."""
         self._components = components
         self._max_sequence_length = max_sequence_length
         self._batched_text_encoder = batched_text_encoder
+        self._preflight = preflight
         self._loaded: LoadedModel | None = None
+
+    def check(self, requests: Sequence[GenerationRequest]) -> None:
+        """Raises now what `generate_batch(requests)` would raise before its first step, loading
+        nothing: the batch, its latent geometry, its split over the mesh, and (first time) the
+        config's own checks (`preflight`)."""
+        request = shared_request(requests)
+        geometry = self.geometry(request)
+        c = self._components
+        rows = len(requests) * (2 if request.uses_guidance else 1)
+        grid = (geometry.frames, geometry.height, geometry.width)
+        c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
+        if self._preflight is not None:
+            self._preflight()
 
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
@@ -175,14 +196,12 @@ class GenerationService:
         plan (the same request, or the full run a warm-up stands in for)."""
         if output_type not in OUTPUT_TYPES:
             raise InvalidRequestError(f"output_type={output_type!r}: must be one of {', '.join(OUTPUT_TYPES)}")
+        self.check(requests)
         request = shared_request(requests)
         geometry = attrs.evolve(self.geometry(request), batch=len(requests))
         if initial_latents is not None:
             geometry.check_diffusers_latents(initial_latents)
         c = self._components
-        rows = len(requests) * (2 if request.uses_guidance else 1)
-        grid = (geometry.frames, geometry.height, geometry.width)
-        c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
         plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         full_plan = plan_sampling(compiled_for, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         trace = TimingTrace()

@@ -22,6 +22,12 @@ def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
     field, when another request differs in anything but `PER_VIDEO_FIELDS`."""
     if isinstance(requests, GenerationRequest) or len(requests) == 0:
         raise InvalidRequestError("a batch is a non-empty list of requests")
+    for index, request in enumerate(requests):
+        if not isinstance(request, GenerationRequest):
+            raise InvalidRequestError(
+                f"request {index} of the batch is {type(request).__name__}, not a GenerationRequest "
+                "(make one with config.request(prompt, ...))"
+            )
     first = requests[0]
     shared = [f.name for f in attrs.fields(GenerationRequest) if f.name not in (*PER_VIDEO_FIELDS, "image")]
     for index, request in enumerate(requests[1:], start=1):

@@ -8,6 +8,7 @@ that each request may override.
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -41,6 +42,22 @@ def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
         raise ConfigError(f"{attribute.name}={value!r}: must be >= 1")
 
 
+MAX_TEXT_TOKENS = 512  # text_len of every Wan model: what their cross-attention was trained on
+
+
+def _text_tokens(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not 1 <= value <= MAX_TEXT_TOKENS:
+        raise ConfigError(
+            f"{attribute.name}={value!r}: must be from 1 to {MAX_TEXT_TOKENS} (the Wan models' text_len); longer "
+            "prompts are cut to it"
+        )
+
+
+def _optional_positive(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
+    if value is not None and value < 1:
+        raise ConfigError(f"{attribute.name}={value!r}: must be >= 1, or none")
+
+
 def _axis_rules(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
     parse_rule_overrides(value)
 
@@ -65,7 +82,7 @@ class GenerationConfig:
     scan_layers: bool = True
     attention: str = attrs.field(default="auto", validator=_one_of(ATTENTION_BACKENDS))
     """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py)."""
-    max_sequence_length: int = attrs.field(default=512, validator=_positive)
+    max_sequence_length: int = attrs.field(default=512, validator=_text_tokens)
     loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
@@ -90,9 +107,9 @@ class GenerationConfig:
     """The VAE's compute dtype: auto (= dtype), float32 or bfloat16."""
     vae_weights_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
     """Storage of the VAE weights: auto (= vae_dtype), float32 or bfloat16."""
-    vae_decode_chunk: int | None = attrs.field(default=1, metadata={"parse": int})
+    vae_decode_chunk: int | None = attrs.field(default=1, validator=_optional_positive, metadata={"parse": int})
     """Latent frames per step of the decode scan (memory flat in frame count); none = unrolled per frame."""
-    vae_encode_chunk: int | None = attrs.field(default=None, metadata={"parse": int})
+    vae_encode_chunk: int | None = attrs.field(default=None, validator=_optional_positive, metadata={"parse": int})
     """Pixel frames (a multiple of 4) per step of the encode scan; none = unrolled."""
     vae_tiling: bool = False
     """Spatial tiling of VAE decode and encode with overlap blending, for sizes that do not fit memory."""
@@ -305,15 +322,25 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 raise ValueError
             return int(value)
         if kind is float:
-            if isinstance(value, bool):
-                raise ValueError
-            return float(value)
+            return _finite(value)
         if kind is tuple:
             return _items(value, field.metadata["item"])
         return value if isinstance(value, str) else str(value)
     except ValueError:
         name = f"comma-separated list of {field.metadata['item'].__name__}" if kind is tuple else kind.__name__
         raise ConfigError(f"{source}: {key}={value!r} is not a valid {name}") from None
+    except ArithmeticError:
+        raise ConfigError(f"{source}: {key}={value!r}: must be a finite number (no nan or inf)") from None
+
+
+def _finite(value: Any) -> float:
+    """A float from `value`; ValueError for what is not a number, ArithmeticError for nan and inf."""
+    if isinstance(value, bool):
+        raise ValueError
+    number = float(value)
+    if not math.isfinite(number):
+        raise ArithmeticError
+    return number
 
 
 def _items(value: Any, item: type) -> tuple[Any, ...]:
@@ -323,6 +350,6 @@ def _items(value: Any, item: type) -> tuple[Any, ...]:
         texts = [part.strip() if isinstance(part, str) else part for part in parts]
         if item is not str and any(isinstance(t, bool) for t in texts):
             raise ValueError
-        return tuple(item(t) for t in texts if t != "")
+        return tuple((_finite if item is float else item)(t) for t in texts if t != "")
     except TypeError:
         raise ValueError from None

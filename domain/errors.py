@@ -23,3 +23,7 @@ class UnsupportedModelError(WanjaxError):
 
 class OutputError(WanjaxError):
     """The result cannot be written where it was asked to go."""
+
+
+class NumericalError(WanjaxError):
+    """A run produced NaN or infinite values; nothing was written."""

@@ -28,13 +28,31 @@ class LatentGeometry:
                 raise InvalidRequestError(
                     f"{name}={size}: this model needs a multiple of {spatial} (VAE x patch size)"
                 )
-        return cls(
+        geometry = cls(
             batch=1,
             frames=(request.num_frames - 1) // vae.temporal_compression + 1,
             height=request.height // vae.spatial_compression,
             width=request.width // vae.spatial_compression,
             channels=vae.z_dim,
         )
+        geometry._check_positions(request, transformer, vae)
+        return geometry
+
+    def _check_positions(self, request: GenerationRequest, transformer: TransformerSpec, vae: VaeSpec) -> None:
+        """Each axis of the patch grid must fit the transformer's rotary position table."""
+        limit = transformer.rope_max_seq_len
+        pt, ph, pw = transformer.patch_size
+        temporal, spatial = vae.temporal_compression, vae.spatial_compression
+        for name, value, patches, most in (
+            ("num_frames", request.num_frames, self.frames // pt, (limit * pt - 1) * temporal + 1),
+            ("height", request.height, self.height // ph, limit * ph * spatial),
+            ("width", request.width, self.width // pw, limit * pw * spatial),
+        ):
+            if patches > limit:
+                raise InvalidRequestError(
+                    f"{name}={value} makes {patches} positions along that axis; this model's rotary position "
+                    f"table holds {limit} (rope_max_seq_len), so {name} can be at most {most}"
+                )
 
     @property
     def shape(self) -> tuple[int, int, int, int, int]:
@@ -57,6 +75,11 @@ class LatentGeometry:
             )
         if not np.issubdtype(latents.dtype, np.floating):
             raise InvalidRequestError(f"initial latents have dtype {latents.dtype}; a float array is needed")
+        bad = np.size(latents) - np.count_nonzero(np.isfinite(latents))
+        if bad:
+            raise InvalidRequestError(
+                f"initial latents hold {bad} NaN or infinite value(s); noise must be finite (e.g. standard normal)"
+            )
 
     def from_diffusers_layout(self, latents: np.ndarray) -> np.ndarray:
         return np.ascontiguousarray(np.transpose(latents, (0, 2, 3, 4, 1)), dtype=np.float32)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import attrs
@@ -13,6 +14,7 @@ from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, ch
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
+MAX_GUIDANCE_SCALE = 100.0  # far above any published recipe; 1e30 made uniform grey, inf NaN
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
@@ -44,19 +46,23 @@ def _positive_int(_: Any, attribute: attrs.Attribute, value: int) -> None:
         _fail(attribute.name, value, "must be an integer >= 1")
 
 
-def _non_negative_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 0:
-        _fail(attribute.name, value, "must be a number >= 0")
+def _guidance(_: Any, attribute: attrs.Attribute, value: float) -> None:
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 <= value <= MAX_GUIDANCE_SCALE:
+        _fail(
+            attribute.name, value,
+            f"must be a number >= 0 and at most {MAX_GUIDANCE_SCALE:g} (published Wan models use 3 to 6; "
+            "guidance is on above 1)",
+        )  # fmt: skip
 
 
 def _positive_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
-        _fail(attribute.name, value, "must be a number > 0")
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
+        _fail(attribute.name, value, "must be a finite number > 0")
 
 
-def _optional_non_negative_float(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
+def _optional_guidance(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
     if value is not None:
-        _non_negative_float(instance, attribute, value)
+        _guidance(instance, attribute, value)
 
 
 def _optional_ratio(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
@@ -118,8 +124,8 @@ class GenerationRequest:
     width: int = attrs.field(validator=_multiple_of_16)
     num_frames: int = attrs.field(validator=_four_k_plus_one)
     num_inference_steps: int = attrs.field(validator=_positive_int)
-    guidance_scale: float = attrs.field(validator=_non_negative_float)
-    guidance_scale_low: float | None = attrs.field(default=None, validator=_optional_non_negative_float)
+    guidance_scale: float = attrs.field(validator=_guidance)
+    guidance_scale_low: float | None = attrs.field(default=None, validator=_optional_guidance)
     """Guidance of the low-noise expert (Wan 2.2 A14B); None means `guidance_scale`."""
     boundary_ratio: float | None = attrs.field(default=None, validator=_optional_ratio)
     """Where the low-noise expert takes over, as a fraction of the 1000 training timesteps;

@@ -6,16 +6,62 @@ config). Field names follow diffusers' config keys so a config.json maps one to 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import numbers
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
 
-from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 
 
-def _tuple_of_ints(value: Any) -> tuple[int, ...]:
-    return tuple(int(v) for v in value)
+def _as_tuple(value: Any) -> Any:
+    """A config.json list as a tuple (integers as int); anything else is kept for the checks to name."""
+    if not isinstance(value, (list, tuple)):
+        return value
+    return tuple(int(v) if isinstance(v, numbers.Integral) and not isinstance(v, bool) else v for v in value)
+
+
+def _tuple_of_bools(value: Any) -> Any:
+    return tuple(bool(v) for v in value) if isinstance(value, (list, tuple)) else value
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _check_values(spec: Any, what: str, rules: Iterable[tuple[str, Any, str]]) -> None:
+    """Config values as carefully as user input: (field, test, what it must be) each; a
+    CheckpointError names the first that fails."""
+    for name, test, must in rules:
+        value = getattr(spec, name)
+        if not test(value):
+            raise CheckpointError(
+                f"{what} config: {name}={value!r}: must be {must}; the file is corrupt or not a Wan {what} config"
+            )
+
+
+@contextmanager
+def _named(source: str | None) -> Iterator[None]:
+    """Errors about a config prefixed with where it came from (its path), when known."""
+    try:
+        yield
+    except (CheckpointError, UnsupportedModelError) as err:
+        if source is None:
+            raise
+        raise type(err)(f"{source}: {err}") from None
+
+
+def _counts(*names: str, optional: bool = False) -> list[tuple[str, Any, str]]:
+    if optional:
+        return [(n, lambda v: v is None or _is_count(v), "null or a whole number >= 1") for n in names]
+    return [(n, _is_count, "a whole number >= 1") for n in names]
 
 
 def _known_fields(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -35,7 +81,7 @@ class TransformerSpec:
     channels only (`in_channels`), so they set none of the three.
     """
 
-    patch_size: tuple[int, int, int] = attrs.field(default=(1, 2, 2), converter=_tuple_of_ints)
+    patch_size: tuple[int, int, int] = attrs.field(default=(1, 2, 2), converter=_as_tuple)
     num_attention_heads: int = 40
     attention_head_dim: int = 128
     in_channels: int = 16
@@ -53,6 +99,16 @@ class TransformerSpec:
     pos_embed_seq_len: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        _check_values(self, "transformer", [
+            ("patch_size", lambda v: isinstance(v, tuple) and len(v) == 3 and all(map(_is_count, v)),
+             "three whole numbers >= 1, e.g. [1, 2, 2]"),
+            *_counts("num_attention_heads", "in_channels", "out_channels", "text_dim", "freq_dim", "ffn_dim",
+                     "num_layers", "rope_max_seq_len"),
+            ("attention_head_dim", lambda v: _is_count(v) and v % 2 == 0, "an even whole number (RoPE rotates pairs)"),
+            ("eps", lambda v: _is_number(v) and v > 0, "a number > 0"),
+            ("cross_attn_norm", lambda v: isinstance(v, bool), "true or false"),
+            *_counts("image_dim", "added_kv_proj_dim", "pos_embed_seq_len", optional=True),
+        ])  # fmt: skip
         if (self.image_dim is None) != (self.added_kv_proj_dim is None):
             raise UnsupportedModelError(
                 f"transformer config sets image_dim={self.image_dim!r} and added_kv_proj_dim="
@@ -80,13 +136,15 @@ class TransformerSpec:
         return self.image_dim is not None
 
     @classmethod
-    def from_diffusers_config(cls, config: Mapping[str, Any]) -> TransformerSpec:
-        if config.get("qk_norm", "rms_norm_across_heads") != "rms_norm_across_heads":
-            raise UnsupportedModelError(
-                f"transformer config has qk_norm={config['qk_norm']!r}; "
-                "supported: 'rms_norm_across_heads' (every published Wan checkpoint)."
-            )
-        return cls(**_known_fields(cls, config))
+    def from_diffusers_config(cls, config: Mapping[str, Any], source: str | None = None) -> TransformerSpec:
+        """The spec of a config.json's values; an error prefixed by `source` (its path) where one is wrong."""
+        with _named(source):
+            if config.get("qk_norm", "rms_norm_across_heads") != "rms_norm_across_heads":
+                raise UnsupportedModelError(
+                    f"transformer config has qk_norm={config['qk_norm']!r}; "
+                    "supported: 'rms_norm_across_heads' (every published Wan checkpoint)."
+                )
+            return cls(**_known_fields(cls, config))
 
 
 WAN21_LATENTS_MEAN = (
@@ -130,20 +188,31 @@ class VaeSpec:
     base_dim: int = 96
     decoder_base_dim: int | None = None
     z_dim: int = 16
-    dim_mult: tuple[int, ...] = attrs.field(default=(1, 2, 4, 4), converter=_tuple_of_ints)
+    dim_mult: tuple[int, ...] = attrs.field(default=(1, 2, 4, 4), converter=_as_tuple)
     num_res_blocks: int = 2
-    attn_scales: tuple[float, ...] = attrs.field(default=(), converter=tuple)
-    temperal_downsample: tuple[bool, ...] = attrs.field(
-        default=(False, True, True), converter=lambda v: tuple(bool(x) for x in v)
-    )
-    latents_mean: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_MEAN, converter=tuple)
-    latents_std: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_STD, converter=tuple)
+    attn_scales: tuple[float, ...] = attrs.field(default=(), converter=_as_tuple)
+    temperal_downsample: tuple[bool, ...] = attrs.field(default=(False, True, True), converter=_tuple_of_bools)
+    latents_mean: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_MEAN, converter=_as_tuple)
+    latents_std: tuple[float, ...] = attrs.field(default=WAN21_LATENTS_STD, converter=_as_tuple)
     is_residual: bool = False
     in_channels: int = 3
     out_channels: int = 3
     patch_size: int | None = None
 
     def __attrs_post_init__(self) -> None:
+        _check_values(self, "vae", [
+            *_counts("base_dim", "z_dim", "num_res_blocks", "in_channels", "out_channels"),
+            *_counts("decoder_base_dim", "patch_size", optional=True),
+            ("dim_mult", lambda v: isinstance(v, tuple) and len(v) > 0 and all(map(_is_count, v)),
+             "a list of whole numbers >= 1, e.g. [1, 2, 4, 4]"),
+            ("temperal_downsample", lambda v: isinstance(v, tuple) and len(v) == len(self.dim_mult) - 1,
+             f"a list of {len(self.dim_mult) - 1} true/false values, one per downsampling stage (dim_mult has "
+             f"{len(self.dim_mult)} entries)"),
+            ("attn_scales", lambda v: isinstance(v, tuple), "a list"),
+            ("latents_mean", lambda v: isinstance(v, tuple) and all(map(_is_number, v)), "a list of finite numbers"),
+            ("latents_std", lambda v: isinstance(v, tuple) and all(_is_number(x) and x > 0 for x in v),
+             "a list of finite numbers > 0 (latents are divided by them)"),
+        ])  # fmt: skip
         if not len(self.latents_mean) == len(self.latents_std) == self.z_dim:
             raise UnsupportedModelError(
                 f"vae config has {len(self.latents_mean)} latents_mean and {len(self.latents_std)} "
@@ -154,8 +223,6 @@ class VaeSpec:
                 f"vae config sets attn_scales={list(self.attn_scales)}; no released Wan VAE uses "
                 "attention at those scales and it is not supported: use attn_scales []"
             )
-        if self.patch_size is not None and self.patch_size < 1:
-            raise UnsupportedModelError(f"vae config has patch_size={self.patch_size}; use None or >= 1")
         rgb = 3 * self.patch**2
         if self.in_channels != rgb or self.out_channels != rgb:
             raise UnsupportedModelError(
@@ -190,15 +257,17 @@ class VaeSpec:
         return 2 ** (len(self.dim_mult) - 1) * self.patch
 
     @classmethod
-    def from_diffusers_config(cls, config: Mapping[str, Any]) -> VaeSpec:
-        spec = cls(**_known_fields(cls, config))
-        for key, derived in (
-            ("scale_factor_spatial", spec.spatial_compression),
-            ("scale_factor_temporal", spec.temporal_compression),
-        ):
-            if config.get(key) is not None and config[key] != derived:
-                raise UnsupportedModelError(
-                    f"vae config has {key}={config[key]}, but its architecture compresses by "
-                    f"{derived}; check dim_mult, temperal_downsample and patch_size"
-                )
-        return spec
+    def from_diffusers_config(cls, config: Mapping[str, Any], source: str | None = None) -> VaeSpec:
+        """The spec of a config.json's values; an error prefixed by `source` (its path) where one is wrong."""
+        with _named(source):
+            spec = cls(**_known_fields(cls, config))
+            for key, derived in (
+                ("scale_factor_spatial", spec.spatial_compression),
+                ("scale_factor_temporal", spec.temporal_compression),
+            ):
+                if config.get(key) is not None and config[key] != derived:
+                    raise UnsupportedModelError(
+                        f"vae config has {key}={config[key]}, but its architecture compresses by "
+                        f"{derived}; check dim_mult, temperal_downsample and patch_size"
+                    )
+            return spec

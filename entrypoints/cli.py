@@ -11,7 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from wanjax.domain.bench import BenchResult
+from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
+from wanjax.domain.requests import GenerationRequest
 
 # CLI flag -> config key; each is also reachable as --set key=value
 FLAG_KEYS = {
@@ -139,6 +141,19 @@ def _read_latents(path: Path) -> np.ndarray:
         raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
 
 
+def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarray | None) -> list[GenerationRequest]:
+    """One request per prompt; video i gets seed + i."""
+    from wanjax.domain.requests import MAX_SEED
+
+    last = config.seed + len(prompts) - 1
+    if len(prompts) > 1 and 0 <= config.seed <= MAX_SEED < last:
+        raise ConfigError(
+            f"seed={config.seed} with {len(prompts)} prompts: video i uses seed + i, up to {last}, past the "
+            f"largest seed {MAX_SEED}; give a seed of at most {MAX_SEED - len(prompts) + 1}"
+        )
+    return [config.request(prompt, image=image, seed=config.seed + i) for i, prompt in enumerate(prompts)]
+
+
 def _join_process_group(args: argparse.Namespace) -> None:
     """A multi-process run joins its group before anything else touches JAX; one process does nothing."""
     from wanjax.adapters.jax.distributed import initialize, process_group
@@ -172,7 +187,7 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     config = resolve_config(args.model, _overrides(args))
     configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
     image = read_image(args.image) if args.image is not None else None
-    requests = [config.request(prompt, image=image, seed=config.seed + i) for i, prompt in enumerate(args.prompt)]
+    requests = _requests(config, args.prompt, image)
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
@@ -180,10 +195,11 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
 
     container = build_container(config)
     service = container.service()
+    service.check(requests)
+    plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
     frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
     check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
-    plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if plan_only or args.verbose:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
     if plan_only:

@@ -69,7 +69,10 @@ class DiffusersCheckpoint:
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
         """The architecture every expert shares (one compiled step serves them all)."""
-        specs = [TransformerSpec.from_diffusers_config(self.config(expert)) for expert in self.experts]
+        specs = [
+            TransformerSpec.from_diffusers_config(self.config(expert), source=str(self.folder(expert) / "config.json"))
+            for expert in self.experts
+        ]
         if any(spec != specs[0] for spec in specs[1:]):
             raise UnsupportedModelError(
                 f"{self.root}: transformer/ and transformer_2/ have different architectures; "
@@ -79,7 +82,7 @@ class DiffusersCheckpoint:
 
     @cached_property
     def vae_spec(self) -> VaeSpec:
-        return VaeSpec.from_diffusers_config(self.config("vae"))
+        return VaeSpec.from_diffusers_config(self.config("vae"), source=str(self.folder("vae") / "config.json"))
 
     @cached_property
     def image_conditioning(self) -> ImageConditioning:

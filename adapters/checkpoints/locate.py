@@ -27,12 +27,17 @@ def locate_checkpoint(model: str) -> Path:
 
 def _from_hub(repo_id: str) -> Path:
     from huggingface_hub import constants, snapshot_download
-    from huggingface_hub.errors import LocalEntryNotFoundError
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
 
     try:
         return Path(snapshot_download(repo_id, local_files_only=True))
     except LocalEntryNotFoundError:
         pass
+    except HFValidationError as err:
+        raise CheckpointError(
+            f"{repo_id!r} is not a local folder and not a valid Hugging Face repo id ({err}); pass an existing "
+            "folder, a repo id like Wan-AI/Wan2.1-T2V-1.3B-Diffusers, or a preset name (see `wanjax presets`)"
+        ) from None
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     where = f"not a local folder and not in the Hugging Face cache ({constants.HF_HUB_CACHE})"
     if offline:

@@ -1,8 +1,9 @@
 """A safetensors file read straight from its mmap: header validated up front, tensors as views.
 
 The header is checked completely before any tensor is touched (dtype, shape, offsets,
-file length), so a corrupt or truncated file is reported, with its path and the tensor
-at fault, before expensive work starts. Tensors come back as read-only numpy views of
+file length; the tensors must tile the data section exactly, as the safetensors library
+requires), so a corrupt or truncated file is reported, with its path and the tensor at
+fault, before expensive work starts. Tensors come back as read-only numpy views of
 the mapped file; bf16 and fp8 map to ml_dtypes types, so no fp32 round trip happens.
 A loader that reads each tensor once calls `release` after it, so the file's pages
 leave the process's resident set as it goes (the kernel's page cache keeps them).
@@ -38,7 +39,7 @@ NUMPY_DTYPES: dict[str, np.dtype] = {
     "U8": np.dtype(np.uint8),
     "BOOL": np.dtype(np.bool_),
 }
-MAX_HEADER_BYTES = 100 * 2**20
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's limit
 REDOWNLOAD = "re-download or re-save the checkpoint"
 
 
@@ -144,6 +145,10 @@ def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], in
     if not isinstance(header, dict):
         raise CheckpointError(f"{path}: corrupt safetensors header (not a JSON object); {REDOWNLOAD}")
     metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise CheckpointError(
+            f"{path}: corrupt safetensors header: __metadata__ must map names to texts, got {metadata!r:.200}; {REDOWNLOAD}"
+        )
     entries = {name: _entry(path, name, raw) for name, raw in header.items()}
     data_start = 8 + header_len
     cut = [name for name, e in entries.items() if data_start + e.end > size]
@@ -154,7 +159,32 @@ def _read_header(path: Path) -> tuple[dict[str, TensorEntry], dict[str, str], in
             f"the end; tensors need {data_start + max(entries[n].end for n in cut)} bytes, the file has "
             f"{size}; {REDOWNLOAD}"
         )
+    _check_coverage(path, entries, size - data_start)
     return entries, metadata, data_start
+
+
+def _check_coverage(path: Path, entries: dict[str, TensorEntry], data_bytes: int) -> None:
+    """The tensors tile the data section exactly, in offset order, as the safetensors library
+    requires: no byte shared by two tensors, none unclaimed, none after the last. A header length
+    off by a few bytes shows up here (every tensor would be read from the wrong place)."""
+    end, previous = 0, None
+    for name, entry in sorted(entries.items(), key=lambda item: (item[1].begin, item[1].end)):
+        if entry.begin < end:
+            raise CheckpointError(
+                f"{path}: corrupt safetensors header: tensors {previous!r} and {name!r} share bytes "
+                f"{entry.begin}..{min(end, entry.end)}; {REDOWNLOAD}"
+            )
+        if entry.begin > end:
+            raise CheckpointError(
+                f"{path}: corrupt safetensors header: bytes {end}..{entry.begin} before tensor {name!r} "
+                f"belong to no tensor; {REDOWNLOAD}"
+            )
+        end, previous = entry.end, name
+    if end != data_bytes:
+        raise CheckpointError(
+            f"{path}: corrupt safetensors file: {data_bytes - end} byte(s) after the last tensor belong to no "
+            f"tensor (a wrong header length, or data appended); {REDOWNLOAD}"
+        )
 
 
 def _entry(path: Path, name: str, raw: object) -> TensorEntry:

@@ -53,6 +53,7 @@ class Delta:
 
     target: str
     keys: tuple[str, ...]  # the file's keys it is read from
+    file: Path
     up: np.ndarray  # [out, rank] (or [out, rank, 1, ...] for convolutions), or the full delta
     down: np.ndarray | None = None  # [rank, in, ...]
     factor: float = 1.0
@@ -69,11 +70,17 @@ class Delta:
         return None if fits else f"up {up} @ down {down} vs tensor {tuple(shape)}"
 
     def dense(self, shape: tuple[int, ...]) -> np.ndarray:
-        """The delta as a float32 array of `shape` (call `misfit` first)."""
+        """The delta as a float32 array of `shape` (call `misfit` first); a CheckpointError naming
+        the file and keys if it holds NaN or infinite values."""
         up = np.asarray(self.up, np.float32)
-        if self.down is None:
+        down = None if self.down is None else np.asarray(self.down, np.float32)
+        if not all(np.isfinite(part).all() for part in (up, down) if part is not None):
+            raise CheckpointError(
+                f"LoRA {self.file}: {', '.join(repr(k) for k in self.keys)} hold NaN or infinite values; "
+                "the file is corrupt: re-download or re-export it"
+            )
+        if down is None:
             return np.float32(self.factor) * up
-        down = np.asarray(self.down, np.float32)
         product = up.reshape(up.shape[0], -1) @ down.reshape(down.shape[0], -1)
         return (np.float32(self.factor) * product).reshape(shape)
 
@@ -161,10 +168,11 @@ def _group_deltas(
         down, up = file.tensor(roles["down"]), file.tensor(roles["up"])
         factor = _factor(file, roles.get("alpha"), int(down.shape[0]), scaling)
         keys = tuple(roles[r] for r in ("down", "up", "alpha") if r in roles)
-        deltas.append(Delta(target=weight, keys=keys, up=up, down=down, factor=factor))
+        deltas.append(Delta(target=weight, keys=keys, file=file.path, up=up, down=down, factor=factor))
     for role, target, role_factor in (("up_bias", bias, factor), ("diff", weight, 1.0), ("diff_b", bias, 1.0)):
         if role in roles:
-            deltas.append(Delta(target=target, keys=(roles[role],), up=file.tensor(roles[role]), factor=role_factor))
+            tensor = file.tensor(roles[role])
+            deltas.append(Delta(target=target, keys=(roles[role],), file=file.path, up=tensor, factor=role_factor))
     return deltas
 
 
@@ -193,6 +201,10 @@ def _peft_scaling(file: SafetensorsFile) -> Callable[[int], float] | None:
     alpha = config.get("lora_alpha")
     if alpha is None:
         return None
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha):
+        raise CheckpointError(
+            f"LoRA {file.path}: lora_alpha={alpha!r} in the header's {PEFT_METADATA_KEY} must be a finite number"
+        )
     rslora = bool(config.get("use_rslora"))
     return lambda rank: float(alpha) / (math.sqrt(rank) if rslora else rank)
 

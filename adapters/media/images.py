@@ -18,6 +18,8 @@ def read_image(path: Path) -> np.ndarray:
             return np.asarray(image.convert("RGB"))
     except FileNotFoundError:
         raise InvalidRequestError(f"image {path} does not exist") from None
+    except Image.DecompressionBombError as err:
+        raise InvalidRequestError(f"image {path} is too large to read safely ({err}); resize it first") from None
     except (UnidentifiedImageError, OSError) as err:
         raise InvalidRequestError(f"image {path} is not a readable png/jpg image ({err})") from None
 

@@ -187,3 +187,209 @@ def test_an_output_that_cannot_fit_the_disk_is_refused_before_generating(tmp_pat
     monkeypatch.setattr(outputs.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     message = _fails(tmp_path, capsys, ["--height", "32", "--width", "48", "--num-frames", "5"], "0.0 MiB free")
     assert "needs up to 0.0 MiB" in message  # 5 x 32 x 48 x 1.5 bytes: 11,520
+
+
+def _demo_copy(demo_cache, tmp_path):
+    return shutil.copytree(demo_cache, tmp_path / "model")
+
+
+def _edit_json(path, **changes):
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+def _lora(path, *, alpha=None, metadata=None, shape=(64, 64), value=0.01):
+    """A one-pair diffusers-style LoRA on the demo's first query projection (64 x 64)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    key = "transformer.blocks.0.attn1.to_q"
+    tensors = {
+        f"{key}.lora_A.weight": np.full((4, shape[1]), value, np.float32),
+        f"{key}.lora_B.weight": np.full((shape[0], 4), value, np.float32),
+    }
+    if alpha is not None:
+        metadata = {"lora_adapter_metadata": json.dumps({"transformer.lora_alpha": alpha})}
+    save_file(tensors, str(path), metadata=metadata)
+    return path
+
+
+# Non-finite and degenerate numbers (item 2 of "Bad input and faults")
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--guidance-scale", "inf"], ["guidance_scale=inf", "finite"]),
+        (["--guidance-scale", "nan"], ["guidance_scale=nan", "finite"]),
+        (["--guidance-scale", "1e30"], ["guidance_scale=1e+30", "at most 100"]),
+        (["--guidance-scale-low=-inf"], ["guidance_scale_low=-inf", "finite"]),
+        (["--set", "flow_shift=inf"], ["flow_shift='inf'", "finite"]),
+        (["--set", "sample_timesteps=1000,nan"], ["sample_timesteps='1000,nan'", "finite"]),
+        (["--set", "magcache_thresh=nan"], ["magcache_thresh='nan'", "finite"]),
+    ],
+)
+def test_non_finite_numbers_are_refused(tmp_path, capsys, args, expected):
+    _fails(tmp_path, capsys, args, *expected)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_latents_holding_nan_or_inf_are_refused(tmp_path, capsys, bad):
+    import numpy as np
+
+    noise = np.zeros((1, 16, 2, 4, 6), np.float32)
+    noise[0, 3, 1, 2, 2] = bad
+    np.save(tmp_path / "noise.npy", noise)
+    args = ["--height", "32", "--width", "48", "--num-frames", "5", "--latents", str(tmp_path / "noise.npy")]
+    _fails(tmp_path, capsys, args, "initial latents hold 1 NaN or infinite value(s)")
+
+
+def test_a_vae_config_with_a_zero_latents_std_is_refused(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
+    _edit_json(model / "vae" / "config.json", latents_std=[1.0] * 15 + [0.0])
+    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'vae' / 'config.json'}", "latents_std=", "> 0")
+
+
+@pytest.mark.parametrize("alpha", ["NaN", "Infinity", '"abc"', "[4]", "true"])
+def test_a_lora_with_a_bad_lora_alpha_is_refused_before_loading(tmp_path, capsys, alpha):
+    lora = _lora(tmp_path / "style.safetensors", alpha=json.loads(alpha))
+    _fails(tmp_path, capsys, ["--lora", str(lora)], f"LoRA {lora}", "lora_alpha=", "finite number")
+
+
+# Sizes past what the model can place (item 3)
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--height", "100000", "--width", "100000"], ["height=100000 makes 6250 positions", "at most 16384"]),
+        (["--num-frames", "100001"], ["num_frames=100001 makes 25001 positions", "at most 4093"]),
+        (["--set", "max_sequence_length=100000"], ["max_sequence_length=100000", "from 1 to 512"]),
+        (["--height", "16384", "--width", "16384", "--num-frames", "4093"], ["nothing was loaded", "estimated peak"]),
+    ],
+)
+def test_sizes_past_the_model_or_the_machine_are_refused(tmp_path, capsys, args, expected):
+    _fails(tmp_path, capsys, args, *expected)
+
+
+# Settings that used to fail only after the encoders and VAE had loaded (item 6)
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--set", "mesh_data=2"], ["mesh", "devices, but 1 are available"]),
+        (["--set", "attention=tokamax"], ["tokamax"]),
+        (["--set", "attention=cudnn"], ["cudnn", "GPU"]),
+        (["--set", "vae_decode_chunk=0"], ["vae_decode_chunk=0", ">= 1, or none"]),
+        (["--set", "vae_tile_size=128", "--set", "vae_tile_stride=192"], ["exceeds", "no larger than the tile"]),
+    ],
+)
+def test_runtime_settings_are_refused_before_loading(tmp_path, capsys, args, expected):
+    message = _fails(tmp_path, capsys, args, *expected)
+    assert message.count("wanjax: error:") == 1
+
+
+def test_a_lora_that_does_not_fit_the_model_is_refused_before_loading(tmp_path, capsys):
+    lora = _lora(tmp_path / "other-model.safetensors", shape=(128, 64))
+    _fails(tmp_path, capsys, ["--lora", str(lora)], f"LoRA {lora}", "do not fit their tensor", "(128, 4)")
+
+
+def test_a_low_noise_lora_on_a_one_expert_model_is_refused_before_loading(tmp_path, capsys):
+    lora = _lora(tmp_path / "low.safetensors")
+    _fails(tmp_path, capsys, ["--lora-low", str(lora)], "loras_low (--lora-low)", "one transformer")
+
+
+# Checkpoint configs checked like user input, no traceback (item 7)
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"num_attention_heads": 0}, "num_attention_heads=0: must be a whole number >= 1"),
+        ({"num_attention_heads": "four"}, "num_attention_heads='four'"),
+        ({"patch_size": None}, "patch_size=None: must be three whole numbers"),
+        ({"rope_max_seq_len": 0}, "rope_max_seq_len=0"),
+        ({"attention_head_dim": 15}, "attention_head_dim=15: must be an even whole number"),
+        ({"eps": -1}, "eps=-1: must be a number > 0"),
+    ],
+)
+def test_a_transformer_config_with_bad_values_is_refused_naming_the_file(tmp_path, capsys, demo_cache, changes, expected):
+    model = _demo_copy(demo_cache, tmp_path)
+    _edit_json(model / "transformer" / "config.json", **changes)
+    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'transformer' / 'config.json'}: ", expected)
+
+
+def test_lora_metadata_that_is_not_a_text_map_is_refused(tmp_path, capsys):
+    import struct
+
+    lora = _lora(tmp_path / "style.safetensors")
+    raw = lora.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    header["__metadata__"] = ["not", "a", "map"]
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    lora.write_bytes(struct.pack("<Q", len(text)) + text + raw[8 + length :])
+    _fails(tmp_path, capsys, ["--lora", str(lora)], str(lora), "__metadata__ must map names to texts")
+
+
+def test_an_image_too_large_to_decode_safely_is_refused(tmp_path, capsys, monkeypatch):
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.zeros((64, 64, 3), np.uint8)).save(tmp_path / "huge.png")
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)  # 4096 pixels: over twice the limit, as a bomb is
+    _fails(tmp_path, capsys, ["--image", str(tmp_path / "huge.png")], "huge.png", "too large to read safely")
+
+
+@pytest.mark.parametrize("model", ["a/..", "org/name--x"])
+def test_a_malformed_repo_id_is_refused(tmp_path, capsys, model, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _fails(tmp_path, capsys, ["--model", model], f"{model!r} is not a local folder and not a valid Hugging Face repo id")
+
+
+# safetensors files the reference library rejects (item 8)
+def _rewrite_header(path, edit, *, length_change=0):
+    """`path` with its JSON header changed by `edit` (and its declared length off by `length_change`)."""
+    import struct
+
+    raw = path.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8 : 8 + length])
+    edit(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(struct.pack("<Q", len(text) + length_change) + text + raw[8 + length :])
+
+
+def test_a_safetensors_header_whose_tensors_share_bytes_is_refused(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
+    weights = model / "transformer" / "diffusion_pytorch_model.safetensors"
+
+    def second_shares_the_first(header):
+        names = sorted((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"])
+        first, second = names[0], next(n for n in names if header[n]["shape"] == header[names[0]]["shape"] and n != names[0])
+        header[second]["data_offsets"] = header[first]["data_offsets"]
+
+    _rewrite_header(weights, second_shares_the_first)
+    _fails(tmp_path, capsys, ["--model", str(model)], str(weights), "share bytes")
+
+
+def test_a_safetensors_header_length_off_by_its_padding_is_refused(tmp_path, capsys, demo_cache):
+    import struct
+
+    model = _demo_copy(demo_cache, tmp_path)
+    weights = model / "vae" / "diffusion_pytorch_model.safetensors"
+    raw = weights.read_bytes()
+    (length,) = struct.unpack("<Q", raw[:8])
+    padding = length - len(raw[8 : 8 + length].rstrip(b" "))
+    assert padding > 0  # the header is padded with spaces, as safetensors pads it
+    # The JSON still parses, but every tensor would be read `padding` bytes early.
+    weights.write_bytes(struct.pack("<Q", length - padding) + raw[8:])
+    _fails(tmp_path, capsys, ["--model", str(model)], str(weights), f"{padding} byte(s) after the last tensor")
+
+
+# Small ones (item 9)
+def test_a_seed_that_overflows_for_later_prompts_names_the_seed_given(tmp_path, capsys):
+    top = 2**63 - 1
+    _fails(
+        tmp_path, capsys, ["--seed", str(top), "--prompt", "a hare"],
+        f"seed={top} with 2 prompts", f"at most {top - 1}",
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("model, preset", [("DEMO", "demo"), ("Wan2.1-T2V-1.3B", "wan2.1-t2v-1.3b")])
+def test_a_preset_name_in_another_case_gets_a_did_you_mean(tmp_path, capsys, model, preset):
+    _fails(tmp_path, capsys, ["--model", model], f"did you mean the preset {preset!r}")

@@ -1,0 +1,75 @@
+"""One validation pass over everything a run will need that can be checked without weights.
+
+It runs before anything loads, so bad settings fail in well under a second with the same
+message they would have given seconds or minutes later: the device mesh against the devices
+and the model, the attention kernel's availability, the VAE's runtime settings, and every
+LoRA's header against every expert's tensor headers. The checkpoint's configs and headers
+were checked when it was opened, each request's geometry and mesh split are the service's
+(`GenerationService.check`), the output location is the CLI's (`outputs.check_output_path`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.lora import loras_per_expert
+from wanjax.domain.sharding import MeshShape
+
+
+class Preflight:
+    """The checks of one config on one checkpoint (the service checks each batch's requests).
+
+    `attention` builds the attention backend (the container's provider: built once, kept for
+    the run), whose construction refuses a kernel this machine cannot run; `dtype` is the
+    resolved `dtype`."""
+
+    def __init__(
+        self,
+        config: GenerationConfig,
+        checkpoint: Any,
+        mesh_shape: MeshShape,
+        attention: Callable[[], Any],
+        dtype: str,
+    ) -> None:
+        self._config = config
+        self._checkpoint = checkpoint
+        self._mesh = mesh_shape
+        self._attention = attention
+        self._dtype = dtype
+        self._checked = False
+
+    def check(self) -> None:
+        """Raises what loading the model with this config would raise; runs once, later calls return."""
+        if self._checked:
+            return
+        self._attention()
+        self._check_mesh()
+        self._check_vae_runtime()
+        self._check_loras()
+        self._checked = True
+
+    def _check_mesh(self) -> None:
+        if self._mesh.is_single_device:
+            return
+        import jax
+
+        self._mesh.check_devices(jax.device_count())
+        self._mesh.check_heads(self._checkpoint.transformer_spec.num_attention_heads, self._config.context_parallel)
+
+    def _check_vae_runtime(self) -> None:
+        from wanjax.application.builders import vae_runtime
+
+        vae_runtime(self._dtype, self._config)
+
+    def _check_loras(self) -> None:
+        """Every LoRA file's header read and its deltas matched to the expert's tensors by name and
+        shape (the merge's own check, on headers and memory-mapped views: no tensor is read)."""
+        from wanjax.adapters.lora import with_loras
+
+        checkpoint = self._checkpoint
+        per_expert = loras_per_expert(len(checkpoint.experts), self._config.loras, self._config.loras_low)
+        for expert, specs in zip(checkpoint.experts, per_expert):
+            if specs:
+                with_loras(checkpoint.weights(expert), specs)
