@@ -6,13 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
 from wanjax.adapters.jax.compiled import CompiledFunction
-from wanjax.adapters.jax.vae.model import WanVAE
+from wanjax.adapters.jax.vae.model import WanVAE, to_uint8
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.adapters.media.images import fit_image
+from wanjax.domain.errors import NumericalError
 
 
 class JaxVideoAutoencoder:
@@ -32,19 +34,24 @@ class JaxVideoAutoencoder:
         self._decode = CompiledFunction(self._decode_to_uint8)
         self._encode = CompiledFunction(self._encode_normalized)
 
-    def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> jax.Array:
+    def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """The frames, and whether every decoded value was finite (NaN would become some uint8)."""
         vae = nnx.merge(self._graphdef, params)
         if self._spatial is None:
-            return vae.decode_to_uint8(latents)
+            unit = vae.decode_to_unit(latents)
+            return to_uint8(unit), jnp.isfinite(unit).all()
         if vae.runtime.tiling is not None:
             # Tiles cut from split latents came out wrong (0.09 off in [0, 1]) on XLA:CPU, so a tiled
             # decode, whose tiles already bound its memory, runs replicated on every device.
             replicated = jax.lax.with_sharding_constraint(latents, self._spatial.replicated)
-            return jax.lax.with_sharding_constraint(vae.decode_to_uint8(replicated), self._spatial.replicated)
+            unit = vae.decode_to_unit(replicated)
+            frames = jax.lax.with_sharding_constraint(to_uint8(unit), self._spatial.replicated)
+            return frames, jnp.isfinite(unit).all()
         constrain = self._spatial.constrainer(latents.shape)
         # Pinned split, then replicated: the gather moves uint8 frames, a quarter of float32's bytes.
-        frames = constrain(vae.decode_to_uint8(constrain(latents), constrain))  # [B, F, H, W, 3]
-        return jax.lax.with_sharding_constraint(frames, self._spatial.replicated)
+        unit = vae.decode_to_unit(constrain(latents), constrain)
+        frames = constrain(to_uint8(unit))  # [B, F, H, W, 3]
+        return jax.lax.with_sharding_constraint(frames, self._spatial.replicated), jnp.isfinite(unit).all()
 
     def _encode_normalized(self, params: nnx.State, video: jax.Array) -> jax.Array:
         vae = nnx.merge(self._graphdef, params)
@@ -61,4 +68,10 @@ class JaxVideoAutoencoder:
         self._decode.prepare(self._params, latents)
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
-        return np.asarray(self._decode(self._params, latents))
+        frames, finite = self._decode(self._params, latents)
+        if not bool(finite):
+            raise NumericalError(
+                "the VAE decoded NaN or infinite values, so no video was written. Likely causes: its weights "
+                "hold NaN/inf (re-download the checkpoint), or it overflowed in bfloat16 (try --set vae_dtype=float32)"
+            )
+        return np.asarray(frames)

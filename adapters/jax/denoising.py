@@ -37,6 +37,7 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.errors import NumericalError
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import StepCallback
 from wanjax.domain.scheduling import SolverState
@@ -130,8 +131,14 @@ class JaxDenoiser:
                     on_step(i + 1, plan.num_steps)
             report = stacked(reports)
         self._last_run = run_report(report, plan.num_steps, plan.uses_guidance)
-        sample = with_first_frame(state.sample, inputs.conditioning.first_frame)
-        return jax.block_until_ready(sample.astype(jnp.float32))
+        sample = with_first_frame(state.sample, inputs.conditioning.first_frame).astype(jnp.float32)
+        if not bool(jnp.isfinite(sample).all()):
+            raise NumericalError(
+                "the denoised latents hold NaN or infinite values, so no video was made. Likely causes: the "
+                "transformer's weights or a LoRA merged into them hold NaN/inf (re-download the checkpoint, "
+                "check the LoRA), or the activations overflowed in bfloat16 (try --dtype float32)"
+            )
+        return sample
 
     def _initial_state(self, plan: SamplingPlan, latents: Any) -> SolverState:
         return plan.solver.initial_state(jnp.asarray(latents, self._options.scheduler_dtype))

@@ -145,4 +145,9 @@ class WanVAE(nnx.Module):
         does for `output_type="pil"`. `export_to_video` of `output_type="np"` frames
         truncates instead (`(x * 255).astype(uint8)`), at most one level darker than this.
         """
-        return jnp.round(self.decode_to_unit(latents, constrain) * 255.0).astype(jnp.uint8)
+        return to_uint8(self.decode_to_unit(latents, constrain))
+
+
+def to_uint8(unit: jax.Array) -> jax.Array:
+    """Frames in [0, 1] -> uint8 levels, `round(x * 255)` (round half to even, as `numpy_to_pil`)."""
+    return jnp.round(unit * 255.0).astype(jnp.uint8)
