@@ -24,14 +24,15 @@ from wanjax.domain.ports import TextEncoder
 _PACKAGES = ("torch", "transformers", "tokenizers", "ftfy")
 
 
-def encoder_identity(folders: Sequence[Path], settings: dict[str, object]) -> str:
-    """What the embeddings depend on besides the prompts: every file of `folders`, `settings`
-    (dtype, compile) and the installed `_PACKAGES`.
+def encoder_identity(locations: Sequence[Path], settings: dict[str, object]) -> str:
+    """What the embeddings depend on besides the prompts: every file of `locations` (folders or
+    files), `settings` (dtype, compile) and the installed `_PACKAGES`.
 
     A file is its path, size and mtime. A package is its `__init__.py` likewise, which an
     upgrade rewrites: `importlib.metadata.version` would cost 0.1 s a package (it scans every
     installed distribution), and importing the package is what this cache saves."""
-    files = [_stat(path) for folder in folders for path in sorted(Path(folder).rglob("*")) if path.is_file()]
+    paths = [path for location in map(Path, locations) for path in [location, *sorted(location.rglob("*"))]]
+    files = [_stat(path) for path in paths if path.is_file()]
     packages = {}
     for package in _PACKAGES:
         spec = importlib.util.find_spec(package)  # finds, never imports

@@ -8,8 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
-from wanjax.domain.errors import ConfigError
+from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.lora import loras_per_expert
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
@@ -28,31 +27,23 @@ def locate_model(model: str) -> Path:
     return locate_checkpoint(model)
 
 
-def open_checkpoint(folder: Path, transformer_files: Sequence[str | None] = ()) -> DiffusersCheckpoint:
-    """Opens and verifies every config and weight-file header: bad files fail here, before loading.
+def replaced_files(config: GenerationConfig) -> ReplacedFiles:
+    """The component files config `transformer_file`, ..., `image_encoder_file` give."""
+    return ReplacedFiles(
+        transformer=config.transformer_file, transformer_2=config.transformer_2_file, vae=config.vae_file,
+        text_encoder=config.text_encoder_file, image_encoder=config.image_encoder_file,
+    )  # fmt: skip
 
-    `transformer_files` (config `transformer_file`, `transformer_2_file`) replace the experts'
-    weights: those are verified instead of the folder's own, which then need not be there."""
-    checkpoint = DiffusersCheckpoint(folder)
-    replaced = _replaced_experts(checkpoint, transformer_files)
-    checkpoint.verify(skip=tuple(replaced))
-    for file in replaced.values():
-        transformer_weights_at(file)
+
+def open_checkpoint(folder: Path, replaced: ReplacedFiles = ReplacedFiles()) -> Checkpoint:
+    """Opens `folder` (diffusers or official layout) and verifies every config and weight-file
+    header: bad files fail here, before loading. `replaced` files are verified instead of the
+    folder's own, which then need not be there."""
+    from wanjax.adapters.checkpoints.layout import open_checkpoint_folder
+
+    checkpoint = open_checkpoint_folder(folder, replaced)
+    checkpoint.verify()
     return checkpoint
-
-
-def _replaced_experts(checkpoint: DiffusersCheckpoint, files: Sequence[str | None]) -> dict[str, str]:
-    given = {expert: file for expert, file in zip(("transformer", "transformer_2"), files) if file}
-    if "transformer_2" in given and "transformer_2" not in checkpoint.experts:
-        raise ConfigError(f"transformer_2_file is set, but {checkpoint.root} has one transformer; leave it unset")
-    return given
-
-
-def transformer_weights_at(file: str) -> Any:
-    """A transformer's weights from a file, index or folder, in diffusers or original Wan naming."""
-    from wanjax.adapters.checkpoints.original_names import transformer_weights
-
-    return transformer_weights(Path(file).expanduser())
 
 
 def resolve_dtype(name: str) -> str:
@@ -65,7 +56,7 @@ def resolve_dtype(name: str) -> str:
 
 
 def build_text_encoder(
-    checkpoint: DiffusersCheckpoint,
+    checkpoint: Checkpoint,
     dtype: str,
     encoder_dtype: str = "auto",
     compile_encoder: bool = False,
@@ -74,13 +65,13 @@ def build_text_encoder(
     """UMT5 in `encoder_dtype` (`auto`: as `dtype`), torch.compile'd with `compile_encoder`; with
     `embeddings_cache_dir` (config `text_embeddings_cache_dir`) wrapped in a `CachedTextEncoder`,
     which builds it (imports torch) only when a prompt batch is not cached."""
-    folders = (checkpoint.folder("text_encoder"), checkpoint.folder("tokenizer"))
+    files = checkpoint.text_encoder_files()
     encoder_dtype = dtype if encoder_dtype == "auto" else encoder_dtype
 
     def umt5() -> TextEncoder:
         from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
-        return Umt5TextEncoder.from_folders(*folders, dtype=encoder_dtype, compile=compile_encoder)
+        return Umt5TextEncoder.from_files(files, dtype=encoder_dtype, compile=compile_encoder)
 
     from wanjax.application.caches import cache_folder
 
@@ -89,19 +80,19 @@ def build_text_encoder(
         return umt5()
     from wanjax.adapters.text_embeddings import CachedTextEncoder, encoder_identity
 
-    identity = encoder_identity(folders, {"dtype": encoder_dtype, "compile": compile_encoder})
+    settings = {"dtype": encoder_dtype, "compile": compile_encoder}
+    identity = encoder_identity((files.weights, files.preprocessing), settings)
     return CachedTextEncoder(umt5, folder, identity)
 
 
-def build_image_encoder(checkpoint: DiffusersCheckpoint, dtype: str) -> ImageEncoder | None:
+def build_image_encoder(checkpoint: Checkpoint, dtype: str) -> ImageEncoder | None:
     """The CLIP image encoder where the checkpoint has one (Wan 2.1 I2V), else None."""
-    if not checkpoint.has("image_encoder"):
+    files = checkpoint.image_encoder_files()
+    if files is None:
         return None
     from wanjax.adapters.torch.clip_image import ClipImageEncoder
 
-    return ClipImageEncoder.from_folders(
-        checkpoint.folder("image_encoder"), checkpoint.folder("image_processor"), dtype=dtype
-    )
+    return ClipImageEncoder.from_files(files, dtype=dtype)
 
 
 def attention_backend(name: str) -> str:
@@ -152,7 +143,7 @@ def tokamax_attention() -> Any:
     return TokamaxAttention(key_alignment=key_alignment_for(jax.default_backend()))
 
 
-def build_mesh(config: GenerationConfig, checkpoint: DiffusersCheckpoint) -> Any:
+def build_mesh(config: GenerationConfig, checkpoint: Checkpoint) -> Any:
     """The device mesh of config mesh_data/fsdp/tensor/context, or None for one device (all 1).
     Checks the sizes against the devices there are and the transformer's attention heads."""
     from wanjax.domain.sharding import MeshShape
@@ -201,7 +192,7 @@ def build_weights_cache(enabled: bool, folder: str) -> Any:
 
 
 def build_denoiser(
-    checkpoint: DiffusersCheckpoint,
+    checkpoint: Checkpoint,
     dtype: str,
     scan_layers: bool,
     attention: Any,
@@ -209,7 +200,6 @@ def build_denoiser(
     loras_low: Sequence[str] = (),
     *,
     weights_dtype: str = "auto",
-    transformer_files: Sequence[str | None] = (),
     weights_cache: Any = None,
     activations_dtype: str = "auto",
     scheduler_dtype: str = "float32",
@@ -224,11 +214,10 @@ def build_denoiser(
     load. Every LoRA is checked against every expert before the first weight loads.
 
     `weights_dtype` stores the weights (`auto`: as `dtype`; `float8_e4m3fn`: the blocks'
-    matmul kernels in fp8, the rest in `dtype`); `transformer_files` replace the folder's
-    expert weights; `weights_cache` (from `build_weights_cache`) restores converted weights.
-    `activations_dtype` (`auto`: as `dtype`) is the compute dtype. On a `mesh` (from `build_mesh`)
-    the weights are placed by `rules` and self-attention is `context_parallel`; the rest are
-    `DenoiserOptions`."""
+    matmul kernels in fp8, the rest in `dtype`); `weights_cache` (from `build_weights_cache`)
+    restores converted weights. `activations_dtype` (`auto`: as `dtype`) is the compute dtype.
+    On a `mesh` (from `build_mesh`) the weights are placed by `rules` and self-attention is
+    `context_parallel`; the rest are `DenoiserOptions`."""
     from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
     from wanjax.adapters.jax.dtypes import jax_dtype
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
@@ -245,12 +234,8 @@ def build_denoiser(
     loading = ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache)
     if mesh is not None:
         loading = _on_mesh(loading, checkpoint.transformer_spec, attention, mesh, rules, context_parallel)
-    replaced = _replaced_experts(checkpoint, transformer_files)
     per_expert = loras_per_expert(len(checkpoint.experts), loras, loras_low)
-    weights = [
-        with_loras(transformer_weights_at(replaced[e]) if e in replaced else checkpoint.weights(e), specs)
-        for e, specs in zip(checkpoint.experts, per_expert)
-    ]
+    weights = [with_loras(checkpoint.weights(e), specs) for e, specs in zip(checkpoint.experts, per_expert)]
     options = DenoiserOptions(
         use_kv_cache=use_kv_cache, scan_diffusion_loop=scan_diffusion_loop, scheduler_dtype=jax_dtype(scheduler_dtype)
     )
@@ -258,7 +243,7 @@ def build_denoiser(
 
 
 def build_autoencoder(
-    checkpoint: DiffusersCheckpoint, dtype: str, config: GenerationConfig, mesh: Any = None
+    checkpoint: Checkpoint, dtype: str, config: GenerationConfig, mesh: Any = None
 ) -> VideoAutoencoder:
     """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
     from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder

@@ -18,8 +18,8 @@ class Container(containers.DeclarativeContainer):
     config = providers.Dependency(instance_of=GenerationConfig)
 
     checkpoint_folder = providers.Singleton(builders.locate_model, config.provided.model)
-    transformer_files = providers.List(config.provided.transformer_file, config.provided.transformer_2_file)
-    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder, transformer_files)
+    replaced_files = providers.Singleton(builders.replaced_files, config)
+    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder, replaced_files)
     weights_cache = providers.Singleton(
         builders.build_weights_cache, config.provided.weights_cache, config.provided.weights_cache_dir
     )
@@ -61,7 +61,6 @@ class Container(containers.DeclarativeContainer):
         config.provided.loras,
         config.provided.loras_low,
         weights_dtype=config.provided.weights_dtype,
-        transformer_files=transformer_files,
         weights_cache=weights_cache,
         activations_dtype=config.provided.activations_dtype,
         scheduler_dtype=config.provided.scheduler_dtype,

@@ -155,6 +155,15 @@ class GenerationConfig:
     shard index or a folder, in diffusers or original Wan / ComfyUI naming."""
     transformer_2_file: str | None = attrs.field(default=None, metadata={"parse": str})
     """The same for Wan 2.2 A14B's low-noise expert."""
+    vae_file: str | None = attrs.field(default=None, metadata={"parse": str})
+    """VAE weights read from here instead of the model's: a .pth or .safetensors in the original
+    Wan naming (Wan2.1_VAE.pth, ComfyUI's wan_2.1_vae.safetensors) or diffusers'."""
+    text_encoder_file: str | None = attrs.field(default=None, metadata={"parse": str})
+    """UMT5 encoder weights read from here instead of the model's: one .pth or .safetensors in the
+    official Wan naming (models_t5_umt5-xxl-enc-bf16.pth) or transformers'."""
+    image_encoder_file: str | None = attrs.field(default=None, metadata={"parse": str})
+    """CLIP image encoder weights (Wan 2.1 I2V) read from here: Wan's open-clip .pth, or a
+    .safetensors in its or transformers' naming."""
     weights_cache: bool = False
     """Save the converted transformer weights once (orbax) and restore them on later starts."""
     weights_cache_dir: str = "auto"

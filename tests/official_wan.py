@@ -5,7 +5,8 @@ stand between it and a CPU-only test run, and this module handles each:
 
 - `wan/__init__.py` imports every pipeline, speech and animation included (librosa,
   decord, ...). `official_wan()` registers a bare `wan` package instead, so that only the
-  submodules a test imports run.
+  submodules a test imports run; likewise a bare `wan.modules.animate`, whose `clip`
+  (Wan 2.1 I2V's open-clip XLM-RoBERTa CLIP) is all the tests need of it.
 - It imports torchvision for one call, `transforms.functional.to_tensor` (an image to a
   [C, H, W] float tensor in [0, 1]); the package registry has no CPU build of torchvision
   for this torch, so `official_wan()` registers a stand-in computing exactly that.
@@ -81,7 +82,7 @@ def _image_to_tensor(image: Image.Image) -> torch.Tensor:
 _OFFICIAL_MODULES = (
     "wan.modules.model", "wan.modules.attention", "wan.modules.t5", "wan.modules.vae2_1",
     "wan.modules.vae2_2", "wan.utils.fm_solvers", "wan.utils.fm_solvers_unipc",
-    "wan.text2video", "wan.image2video", "wan.textimage2video",
+    "wan.text2video", "wan.image2video", "wan.textimage2video", "wan.modules.animate.clip",
 )  # fmt: skip
 
 
@@ -123,16 +124,23 @@ def official_wan() -> types.ModuleType:
     # What the official modules import from these, imported before the stand-in exists.
     importlib.import_module("diffusers.models.modeling_utils")
     importlib.import_module("transformers")
-    package = types.ModuleType("wan")
-    package.__path__ = list(spec.submodule_search_locations)
-    package.__file__ = spec.origin
-    sys.modules["wan"] = package
+    package = _bare_package("wan", list(spec.submodule_search_locations))
+    _bare_package("wan.modules.animate", [f"{package.__path__[0]}/modules/animate"])
     # t5.py evaluates torch.cuda.current_device() as a default argument at import.
     with _torchvision_stand_in(), mock.patch("torch.cuda.current_device", return_value=0):
         for name in _OFFICIAL_MODULES:
             importlib.import_module(name)
-    sys.modules["wan.modules.model"].flash_attention = exact_attention
-    sys.modules["wan.modules.attention"].flash_attention = exact_attention
+    for name in ("wan.modules.model", "wan.modules.attention", "wan.modules.animate.clip"):
+        sys.modules[name].flash_attention = exact_attention
+    return package
+
+
+def _bare_package(name: str, path: list[str]) -> types.ModuleType:
+    """A package `name` registered with its search path but without running its `__init__`."""
+    package = types.ModuleType(name)
+    package.__path__ = path
+    package.__file__ = f"{path[0]}/__init__.py"
+    sys.modules[name] = package
     return package
 
 

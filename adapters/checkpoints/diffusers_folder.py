@@ -8,7 +8,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from wanjax.adapters.checkpoints.weights import ComponentWeights
+from wanjax.adapters.checkpoints.checkpoint import EncoderFiles, ReplacedFiles, component_weights, conditioning_of
+from wanjax.adapters.checkpoints.weights import Weights
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -27,10 +28,14 @@ class DiffusersCheckpoint:
     config and index files: in the Hugging Face cache both names link to one blob, which
     the hub client may rewrite when it revalidates. Config and index reads therefore go
     through one lock, so no reader sees a half-written file.
+
+    `replaced` files stand in for components' weights; the architecture still comes from the
+    folder's configs.
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, replaced: ReplacedFiles = ReplacedFiles()) -> None:
         self.root = Path(root)
+        self.replaced = replaced
         self._metadata_lock = threading.Lock()
         if not self.root.is_dir():
             raise CheckpointError(f"checkpoint folder not found: {self.root}")
@@ -45,6 +50,7 @@ class DiffusersCheckpoint:
         self.experts = ("transformer", "transformer_2") if "transformer_2" in present else ("transformer",)
         self.boundary_ratio: float | None = index.get("boundary_ratio")
         self.expand_timesteps = bool(index.get("expand_timesteps", False))
+        replaced.check_experts(self.experts, self.root)
         for component in self.components:
             if not self.folder(component).is_dir():
                 raise CheckpointError(
@@ -62,9 +68,9 @@ class DiffusersCheckpoint:
         with self._metadata_lock:
             return read_json(path, what=f"the {component} config")
 
-    def weights(self, component: str) -> ComponentWeights:
+    def weights(self, component: str) -> Weights:
         with self._metadata_lock:
-            return ComponentWeights(self.folder(component))
+            return component_weights(component, self.replaced.get(component) or self.folder(component))
 
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
@@ -86,31 +92,32 @@ class DiffusersCheckpoint:
 
     @cached_property
     def image_conditioning(self) -> ImageConditioning:
-        """Read from the shapes: extra input channels mean I2V, expand_timesteps means TI2V."""
-        latent, given = self.vae_spec.z_dim, self.transformer_spec.in_channels
-        if self.expand_timesteps:
-            mode = ImageConditioning.FIRST_FRAME
-        elif given == 2 * latent + self.vae_spec.temporal_compression:  # latents + mask + image latents
-            mode = ImageConditioning.CHANNELS
-        elif given == latent:
-            mode = ImageConditioning.NONE
-        else:
-            raise UnsupportedModelError(
-                f"{self.root}: transformer in_channels={given} fits no Wan conditioning for a VAE with z_dim={latent}"
-            )
-        if self.transformer_spec.uses_image_embeddings and not self.has("image_encoder"):
-            raise CheckpointError(f"{self.root}: the transformer takes image embeddings but image_encoder/ is missing")
-        return mode
+        return conditioning_of(
+            self.transformer_spec, self.vae_spec, expand_timesteps=self.expand_timesteps,
+            has_image_encoder=self.image_encoder_files() is not None, root=self.root,
+        )  # fmt: skip
 
-    def verify(self, skip: tuple[str, ...] = ()) -> None:
-        """Checks every config and every weight file header, reading no tensor data; the
-        weights of the components in `skip` (given from elsewhere) are not checked."""
+    def text_encoder_files(self) -> EncoderFiles:
+        return EncoderFiles(self.replaced.get("text_encoder") or self.folder("text_encoder"), self.folder("tokenizer"))
+
+    def image_encoder_files(self) -> EncoderFiles | None:
+        """The folder's `image_encoder/` (or `image_encoder_file`) with its `image_processor/`."""
+        weights = self.replaced.get("image_encoder")
+        if weights is None and self.has("image_encoder"):
+            weights = self.folder("image_encoder")
+        if weights is None:
+            return None
+        return EncoderFiles(weights, self.folder("image_processor") if self.has("image_processor") else None)
+
+    def verify(self) -> None:
+        """Checks every config and every weight file header (of the replacing files where given),
+        reading no tensor data."""
         _ = self.image_conditioning
         for component in self.components:
             if component not in ("tokenizer", "transformer", "transformer_2", "vae"):
                 self.config(component)
         for component in WEIGHTED_COMPONENTS:
-            if self.has(component) and component not in skip:
+            if self.has(component) or self.replaced.get(component) is not None:
                 self.weights(component)
 
 

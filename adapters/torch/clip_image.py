@@ -17,10 +17,35 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image
-from transformers import CLIPImageProcessor, CLIPVisionModel
+from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel
 
-from wanjax.adapters.torch.pretrained import load_pretrained, require_folders, torch_dtype
+from wanjax.adapters.checkpoints.checkpoint import EncoderFiles
+from wanjax.adapters.checkpoints.original_clip import clip_vision_config, clip_vision_tensors
+from wanjax.adapters.checkpoints.weights import open_weights
+from wanjax.adapters.torch.pretrained import load_pretrained, model_from_tensors, require_folders, torch_dtype
 from wanjax.domain.errors import InvalidRequestError
+
+OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+
+
+def wan_clip_preprocessing(image_size: int) -> dict[str, object]:
+    """The `CLIPImageProcessor` settings the Wan I2V diffusers checkpoints ship (bicubic resize of
+    the short side, center crop, rescale, OpenAI CLIP mean/std), at `image_size` pixels."""
+    return {
+        "crop_size": {"height": image_size, "width": image_size},
+        "do_center_crop": True,
+        "do_convert_rgb": True,
+        "do_normalize": True,
+        "do_rescale": True,
+        "do_resize": True,
+        "image_mean": list(OPENAI_CLIP_MEAN),
+        "image_processor_type": "CLIPImageProcessor",
+        "image_std": list(OPENAI_CLIP_STD),
+        "resample": 3,  # PIL bicubic
+        "rescale_factor": 1 / 255,
+        "size": {"shortest_edge": image_size},
+    }
 
 class ClipImageEncoder:
     """Encodes a batch of RGB images in one forward pass -> [B, M, D] float32."""
@@ -46,6 +71,27 @@ class ClipImageEncoder:
         require_folders({"CLIP image encoder": image_encoder_dir, "CLIP image processor": image_processor_dir})
         processor = load_pretrained(CLIPImageProcessor.from_pretrained, image_processor_dir, "CLIP image processor")
         model = load_pretrained(CLIPVisionModel.from_pretrained, image_encoder_dir, "CLIP image encoder", dtype=weights_dtype)
+        return cls(processor, model.to(torch.device(device)))
+
+    @classmethod
+    def from_files(cls, files: EncoderFiles, *, dtype: str = "float32", device: str = "cpu") -> ClipImageEncoder:
+        """Loads the encoder from `files`: a diffusers-format `image_encoder/` folder, or one weights
+        file (Wan 2.1 I2V's open-clip `.pth`, or a `.safetensors` in its or transformers' names)
+        whose architecture is read from its shapes. The preprocessing is the `image_processor/`
+        folder where given, else Wan's CLIP preprocessing at the model's image size."""
+        weights_dtype = torch_dtype(dtype, "image encoder")
+        if files.weights.is_dir():
+            what = "CLIP image encoder"
+            model = load_pretrained(CLIPVisionModel.from_pretrained, files.weights, what, dtype=weights_dtype)
+        else:
+            where = str(files.weights)
+            tensors = clip_vision_tensors(open_weights(files.weights), where)
+            config = CLIPVisionConfig(**clip_vision_config(tensors, where))
+            model = model_from_tensors(CLIPVisionModel, config, tensors, "CLIP image encoder", files.weights, weights_dtype)
+        if files.preprocessing is None:
+            processor = CLIPImageProcessor(**wan_clip_preprocessing(model.config.image_size))
+        else:
+            processor = load_pretrained(CLIPImageProcessor.from_pretrained, files.preprocessing, "CLIP image processor")
         return cls(processor, model.to(torch.device(device)))
 
     def encode(self, images: Sequence[np.ndarray]) -> np.ndarray:

@@ -14,8 +14,7 @@ from pathlib import Path
 import torch
 from transformers import CLIPVisionConfig, CLIPVisionModel
 
-OPENAI_CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-OPENAI_CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
+from wanjax.adapters.torch.clip_image import wan_clip_preprocessing
 
 
 def write_demo_image_encoder(
@@ -51,19 +50,6 @@ def write_demo_image_encoder(
 def write_demo_image_processor(path: Path, *, image_size: int = 32) -> None:
     """Writes `preprocessor_config.json`: the CLIP preprocessing Wan ships (bicubic resize of
     the short side, center crop, rescale, OpenAI CLIP mean/std) at `image_size`."""
-    config = {
-        "crop_size": {"height": image_size, "width": image_size},
-        "do_center_crop": True,
-        "do_convert_rgb": True,
-        "do_normalize": True,
-        "do_rescale": True,
-        "do_resize": True,
-        "image_mean": list(OPENAI_CLIP_MEAN),
-        "image_processor_type": "CLIPImageProcessor",
-        "image_std": list(OPENAI_CLIP_STD),
-        "resample": 3,  # PIL bicubic
-        "rescale_factor": 1 / 255,
-        "size": {"shortest_edge": image_size},
-    }
+    config = wan_clip_preprocessing(image_size)
     path.mkdir(parents=True, exist_ok=True)
     (path / "preprocessor_config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")

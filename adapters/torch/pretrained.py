@@ -1,12 +1,15 @@
-"""Loading transformers components from a diffusers-format checkpoint folder, offline, with errors
-that name the folder and the fix."""
+"""Loading transformers components, offline, from a diffusers-format checkpoint folder or from
+tensors (one weights file), with errors that name the folder or file and the fix."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import ml_dtypes
+import numpy as np
 import torch
 
 from wanjax.domain.errors import CheckpointError, ConfigError
@@ -46,3 +49,33 @@ def _require_folder(folder: Path, what: str) -> None:
             "transformer/ and vae/; point the model path at that checkpoint root "
             "(e.g. a download of Wan-AI/Wan2.1-T2V-1.3B-Diffusers)."
         )
+
+
+def model_from_tensors(
+    model_class: Any, config: Any, tensors: Mapping[str, np.ndarray], what: str, where: Path, dtype: torch.dtype
+) -> Any:
+    """A transformers `model_class` of `config` holding `tensors` (numpy, named as the model
+    names them) in `dtype`, built without random initialisation. A missing, unexpected or
+    misshapen tensor is a CheckpointError naming it."""
+    state = {name: _torch_view(array) for name, array in tensors.items()}
+    try:
+        model, loading = model_class.from_pretrained(
+            None, config=config, state_dict=state, dtype=dtype, output_loading_info=True
+        )
+    except (RuntimeError, ValueError) as error:
+        raise CheckpointError(f"{where}: cannot load the {what}: {error}") from error
+    problems = {kind: sorted(map(str, names)) for kind, names in loading.items() if kind != "error_msgs" and names}
+    if problems:
+        listed = "; ".join(f"{kind.replace('_', ' ')} {names[:5]}" for kind, names in problems.items())
+        raise CheckpointError(f"{where}: the weights do not fit the {what} their shapes describe: {listed}")
+    return model.eval()
+
+
+def _torch_view(array: np.ndarray) -> torch.Tensor:
+    """A torch tensor over `array`'s memory (bfloat16 through its 16-bit pattern). Read-only arrays
+    (memory-mapped files) are fine: the loader copies them into the model, never writes them."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        if array.dtype == ml_dtypes.bfloat16:
+            return torch.from_numpy(np.ascontiguousarray(array).view(np.int16)).view(torch.bfloat16)
+        return torch.from_numpy(np.ascontiguousarray(array))

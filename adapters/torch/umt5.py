@@ -15,9 +15,12 @@ from pathlib import Path
 import numpy as np
 import regex
 import torch
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, UMT5EncoderModel
+from transformers import AutoTokenizer, PreTrainedTokenizerBase, UMT5Config, UMT5EncoderModel
 
-from wanjax.adapters.torch.pretrained import load_pretrained, require_folders, torch_dtype
+from wanjax.adapters.checkpoints.checkpoint import EncoderFiles
+from wanjax.adapters.checkpoints.original_t5 import umt5_config, umt5_tensors
+from wanjax.adapters.checkpoints.weights import open_weights
+from wanjax.adapters.torch.pretrained import load_pretrained, model_from_tensors, require_folders, torch_dtype
 from wanjax.domain.errors import InvalidRequestError
 
 def clean_prompt(text: str) -> str:
@@ -67,6 +70,24 @@ class Umt5TextEncoder:
         require_folders({"UMT5 text encoder": text_encoder_dir, "tokenizer": tokenizer_dir})
         tokenizer = load_pretrained(AutoTokenizer.from_pretrained, tokenizer_dir, "tokenizer")
         model = load_pretrained(UMT5EncoderModel.from_pretrained, text_encoder_dir, "UMT5 text encoder", dtype=weights_dtype)
+        return cls(tokenizer, model.to(torch.device(device)), compile=compile)
+
+    @classmethod
+    def from_files(
+        cls, files: EncoderFiles, *, dtype: str = "bfloat16", device: str = "cpu", compile: bool = False
+    ) -> Umt5TextEncoder:
+        """Loads the encoder from `files`: a diffusers-format `text_encoder/` folder, or one weights
+        file (the official `models_t5_umt5-xxl-enc-bf16.pth`, or a `.safetensors` in the official
+        or transformers' names) whose architecture is read from its shapes; and the tokenizer folder."""
+        if files.weights.is_dir():
+            return cls.from_folders(files.weights, files.preprocessing, dtype=dtype, device=device, compile=compile)
+        weights_dtype = torch_dtype(dtype, "text encoder")
+        require_folders({"tokenizer": files.preprocessing})
+        where = str(files.weights)
+        tensors = umt5_tensors(open_weights(files.weights), where)
+        config = UMT5Config(**umt5_config(tensors, where))
+        model = model_from_tensors(UMT5EncoderModel, config, tensors, "UMT5 text encoder", files.weights, weights_dtype)
+        tokenizer = load_pretrained(AutoTokenizer.from_pretrained, files.preprocessing, "tokenizer")
         return cls(tokenizer, model.to(torch.device(device)), compile=compile)
 
     def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray:

@@ -15,31 +15,15 @@ import pytest
 from diffusers.loaders.single_file_utils import convert_wan_transformer_to_diffusers
 from safetensors.numpy import load_file, save_file
 
+from official_folders import original_name
+
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
-from wanjax.adapters.lora.names import BLOCK_MODULES, BLOCK_PARAMETERS, TOP_MODULES, TOP_PARAMETERS
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import UnsupportedModelError
-
-
-def original_name(name: str) -> str:
-    """diffusers name -> original Wan name: the renaming table inverted."""
-    prefix, rest = "", name
-    modules, parameters = TOP_MODULES, TOP_PARAMETERS
-    if name.startswith("blocks."):
-        index, rest = name.removeprefix("blocks.").split(".", 1)
-        prefix, modules, parameters = f"blocks.{index}.", BLOCK_MODULES, BLOCK_PARAMETERS
-    for original, ours in parameters.items():
-        if rest == ours:
-            return prefix + original
-    for original, ours in modules.items():
-        for leaf in (".weight", ".bias"):
-            if rest == ours + leaf:
-                return prefix + original + leaf
-    raise AssertionError(f"no original name for {name}")
 
 
 def _diffusers_tensors(folder: Path) -> dict[str, np.ndarray]:

@@ -26,7 +26,7 @@ def container(fakes):
     container = build_container(config)
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
-        image_conditioning=ImageConditioning.NONE, has=lambda component: False,
+        image_conditioning=ImageConditioning.NONE, image_encoder_files=lambda: None,
     )
     container.checkpoint.override(providers.Object(checkpoint))
 
