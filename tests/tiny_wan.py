@@ -29,7 +29,9 @@ TINY_VAE22 = dict(
     out_channels=12, scale_factor_spatial=16, scale_factor_temporal=4,
     latents_mean=list(WAN22_LATENTS_MEAN), latents_std=list(WAN22_LATENTS_STD),
 )  # fmt: skip
-FLOW_SHIFT = 3.0
+FLOW_SHIFT = 5.0
+"""Saved in each tiny folder's scheduler config, away from wanjax's generic 3.0: runs that
+compare with diffusers take it from the folder, as diffusers does."""
 IMAGE_DIM = 32  # the demo CLIP's hidden size
 
 

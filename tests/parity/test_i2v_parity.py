@@ -42,7 +42,7 @@ def _compare(folder, reference_kwargs, overrides):
 
     config = resolve_config(
         str(folder),
-        {"dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": "512", **overrides},
+        {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "512", **overrides},
     )
     service = build_container(config).service()
     request = config.request(PROMPT, negative_prompt=NEGATIVE, **SIZE, num_inference_steps=STEPS,

@@ -13,6 +13,7 @@ import torch
 
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
+from wanjax.domain.config import GenerationConfig
 
 PROMPT = "a small red boat on a calm lake"
 NEGATIVE = "blurry, low quality"
@@ -40,7 +41,7 @@ def config(tiny_checkpoint):
     return resolve_config(
         str(tiny_checkpoint),
         {
-            "dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": str(MAX_LEN),
+            "dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": str(MAX_LEN),
             "height": str(HEIGHT),
             "width": str(WIDTH), "num_frames": str(FRAMES), "num_inference_steps": str(STEPS),
             "guidance_scale": str(GUIDANCE), "negative_prompt": NEGATIVE,
@@ -66,3 +67,10 @@ def test_frames_match_diffusers_within_one_level(reference, config, service):
     got = service.generate(config.request(PROMPT), initial_latents=initial).array
     assert got.dtype == np.uint8 and got.shape == expected.shape
     assert np.max(np.abs(got.astype(int) - expected.astype(int))) <= 1
+
+
+def test_flow_shift_comes_from_the_folder_as_in_diffusers(config, tiny_checkpoint):
+    from tiny_wan import FLOW_SHIFT
+
+    assert config.flow_shift == FLOW_SHIFT != GenerationConfig().flow_shift  # 5.0 saved, 3.0 generic
+    assert config.origin("flow_shift").startswith(f"checkpoint {tiny_checkpoint}")

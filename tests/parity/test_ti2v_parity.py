@@ -29,7 +29,7 @@ def _image() -> np.ndarray:
 def service_and_config(tiny_ti2v_checkpoint):
     config = resolve_config(
         str(tiny_ti2v_checkpoint),
-        {"dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": str(MAX_LEN)},
+        {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": str(MAX_LEN)},
     )
     return build_container(config).service(), config
 

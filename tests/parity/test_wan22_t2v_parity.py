@@ -31,7 +31,7 @@ def pipe(tiny_a14b_checkpoint):
 def config(tiny_a14b_checkpoint):
     return resolve_config(
         str(tiny_a14b_checkpoint),
-        {"dtype": "float32", "sigma_schedule": "diffusers", "flow_shift": "3.0", "max_sequence_length": str(MAX_LEN),
+        {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": str(MAX_LEN),
          "guidance_scale_2": str(GUIDANCE_LOW)},
     )
 
