@@ -2,7 +2,8 @@
 
 diffusers reads `scheduler/scheduler_config.json` (which scheduler, its shift and solver
 options) and `model_index.json` (Wan 2.2's expert `boundary_ratio`); so does wanjax. Each
-scheduler class maps to one `sample_solver`. A setting wanjax's solvers do not implement is
+scheduler class maps to one `sample_solver` (the grid of noise levels is `sigma_schedule`'s,
+which no checkpoint sets: docs/sampling.md). A setting wanjax's solvers do not implement is
 reported by name (`unsupported`), never silently dropped: the caller refuses the folder
 unless the user chooses the sampler explicitly.
 """
@@ -57,6 +58,24 @@ SCHEDULER_CLASSES = {
             "lower_order_final": (True, True),
             "final_sigmas_type": ("zero", "zero"),
             "disable_corrector": ([], []),
+            "thresholding": (False, False),
+            **_FLOW_SIGMAS_ONLY,
+        },
+    ),
+    "DPMSolverMultistepScheduler": _SchedulerClass(
+        solver="dpm++",
+        shift_key="flow_shift",
+        shift_default=1.0,
+        required={
+            "use_flow_sigmas": (True, False),
+            "prediction_type": ("flow_prediction", "epsilon"),
+            "algorithm_type": ("dpmsolver++", "dpmsolver++"),
+            "solver_type": ("midpoint", "midpoint"),
+            "solver_order": (2, 2),
+            "lower_order_final": (True, True),
+            "euler_at_final": (False, False),
+            "final_sigmas_type": ("zero", "zero"),
+            "use_lu_lambdas": (False, False),
             "thresholding": (False, False),
             **_FLOW_SIGMAS_ONLY,
         },

@@ -16,6 +16,10 @@ from wanjax.domain.config import SAMPLING_KEYS, GenerationConfig
 from wanjax.domain.errors import ConfigError
 
 UNIPC = {**DEMO_SCHEDULER, "flow_shift": 5.0}
+DPM = {
+    "_class_name": "DPMSolverMultistepScheduler", "use_flow_sigmas": True, "prediction_type": "flow_prediction",
+    "flow_shift": 3.0, "algorithm_type": "dpmsolver++", "solver_order": 2,
+}  # fmt: skip
 EULER = {"_class_name": "FlowMatchEulerDiscreteScheduler", "num_train_timesteps": 1000, "shift": 7.0}
 
 
@@ -49,6 +53,12 @@ def test_flow_match_euler_maps_to_euler_with_its_shift(tmp_path):
     assert stated.unsupported == ()
 
 
+def test_dpm_solver_multistep_maps_to_dpm_plus_plus(tmp_path):
+    stated = checkpoint_sampling(_folder(tmp_path, DPM))
+    assert stated.values == {"sample_solver": "dpm++", "flow_shift": 3.0}
+    assert stated.unsupported == ()
+
+
 def test_a_folder_without_scheduler_or_index_states_nothing(tmp_path):
     assert checkpoint_sampling(tmp_path).values == {}
 
@@ -61,6 +71,8 @@ def test_a_folder_without_scheduler_or_index_states_nothing(tmp_path):
         ({k: v for k, v in UNIPC.items() if k != "use_flow_sigmas"}, "use_flow_sigmas=false"),  # diffusers' default
         ({**UNIPC, "final_sigmas_type": "sigma_min"}, 'final_sigmas_type="sigma_min"'),
         ({**EULER, "use_dynamic_shifting": True}, "use_dynamic_shifting=true"),
+        ({**DPM, "algorithm_type": "sde-dpmsolver++"}, 'algorithm_type="sde-dpmsolver++"'),
+        ({**DPM, "solver_order": 3}, "solver_order=3"),
         ({**EULER, "shift_terminal": 0.1}, "shift_terminal=0.1"),
         ({"_class_name": "EulerDiscreteScheduler"}, "_class_name='EulerDiscreteScheduler'"),
     ],
