@@ -7,13 +7,17 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from wanjax.domain.bench import BenchResult
-from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
-from wanjax.domain.requests import GenerationRequest
+from wanjax.entrypoints.interrupts import Interrupted, signals_interrupt
+
+if TYPE_CHECKING:
+    from wanjax.domain.config import GenerationConfig
+    from wanjax.domain.requests import GenerationRequest
 
 # CLI flag -> config key; each is also reachable as --set key=value
 FLAG_KEYS = {
@@ -105,19 +109,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
-        if args.command == "presets":
-            from wanjax.application.presets import preset_names
-
-            print("\n".join(preset_names()))
-            return 0
-        if args.command == "plan":
-            return _generate(args, plan_only=True)
-        if args.command == "bench":
-            return _bench(args)
-        return _generate(args)
+        with signals_interrupt():
+            return _run_command(args)
     except WanjaxError as err:
         print(f"wanjax: error: {err}", file=sys.stderr)
         return 2
+    except Interrupted as stop:
+        print(f"wanjax: stopped by {stop}; no partial output was left", file=sys.stderr)
+        return stop.exit_status
+
+
+def _run_command(args: argparse.Namespace) -> int:
+    if args.command == "presets":
+        from wanjax.application.presets import preset_names
+
+        print("\n".join(preset_names()))
+        return 0
+    if args.command == "plan":
+        return _generate(args, plan_only=True)
+    if args.command == "bench":
+        return _bench(args)
+    return _generate(args)
 
 
 def _overrides(args: argparse.Namespace) -> dict[str, object]:

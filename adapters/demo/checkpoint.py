@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.adapters.processes import owner_ended, owner_tag
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 DEMO_NAME = "demo-v1"  # bump when the demo's architecture or writer changes
@@ -62,12 +64,14 @@ def default_cache_dir() -> Path:
 
 
 def ensure_demo_checkpoint(cache_dir: Path | None = None) -> Path:
-    """The demo checkpoint folder, written on first use."""
+    """The demo checkpoint folder, written on first use (staging folders that killed writers
+    left behind are removed first)."""
     target = (cache_dir or default_cache_dir()) / DEMO_NAME
     if (target / "model_index.json").is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{DEMO_NAME}-", dir=target.parent))
+    remove_stale_staging(target.parent)
+    staging = Path(tempfile.mkdtemp(prefix=f".{DEMO_NAME}-{owner_tag()}-", dir=target.parent))
     try:
         write_demo_checkpoint(staging)
         try:
@@ -78,6 +82,19 @@ def ensure_demo_checkpoint(cache_dir: Path | None = None) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
+
+
+def remove_stale_staging(folder: Path) -> list[Path]:
+    """Removes the demo staging folders in `folder` whose writer (a process of this host) has
+    ended; returns them."""
+    pattern = re.compile(rf"^\.{re.escape(DEMO_NAME)}-(?P<host>.+)-(?P<pid>\d+)-[^-]+$")
+    stale = []
+    for path in folder.iterdir():
+        match = pattern.match(path.name)
+        if match and path.is_dir() and owner_ended(match["host"], int(match["pid"])):
+            shutil.rmtree(path, ignore_errors=True)
+            stale.append(path)
+    return stale
 
 
 def write_demo_checkpoint(folder: Path, seed: int = DEMO_SEED) -> None:

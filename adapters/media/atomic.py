@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+
+from wanjax.adapters.processes import owner_ended, owner_tag
 
 _PARTIAL = re.compile(r"^\..+\.partial-(?:(?P<host>.+)-)?(?P<pid>\d+)$")  # no host: before hosts were named
 
@@ -27,7 +28,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_partials(target.parent)
-    temporary = target.with_name(f".{target.name}.partial-{socket.gethostname()}-{os.getpid()}")
+    temporary = target.with_name(f".{target.name}.partial-{owner_tag()}")
     try:
         yield temporary
         os.replace(temporary, target)
@@ -40,29 +41,13 @@ def atomic_path(target: Path) -> Iterator[Path]:
 def remove_stale_partials(folder: Path) -> list[Path]:
     """Removes the partial files in `folder` left by processes of this host that have ended;
     returns them. Another host's (a shared file system) and live processes' are kept."""
-    host = socket.gethostname()
     removed = []
     with suppress(OSError):
         for path in Path(folder).iterdir():
             match = _PARTIAL.match(path.name)
-            if match is None or match["host"] not in (None, host) or process_is_running(int(match["pid"])):
+            if match is None or not owner_ended(match["host"], int(match["pid"])):
                 continue
             with suppress(OSError):
                 path.unlink()
                 removed.append(path)
     return removed
-
-
-def process_is_running(pid: int) -> bool:
-    """Whether a process with this id runs on this host (one of another user counts)."""
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except (OverflowError, OSError):
-        return False
-    return True
