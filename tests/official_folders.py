@@ -11,9 +11,9 @@ transformer is diffusers' WanTransformer3DModel written under the original names
 inverse of the renaming table, which tests/unit/test_original_format.py checks against
 diffusers' own converter).
 
-The twin is a diffusers-format folder written by diffusers' and transformers' own classes
-(configs given here, tensors loaded strictly), so `--model TWIN` is the reference a run of
-`--model OFFICIAL` must equal.
+The twin (of a Wan 2.1 I2V folder) is a diffusers-format folder written by diffusers' and
+transformers' own classes (configs given here, tensors loaded strictly), so `--model TWIN` is
+the reference a run of `--model OFFICIAL` must equal.
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from tiny_wan import IMAGE_DIM, TEXT_DIM
 from wanjax.adapters.checkpoints.official_folder import CLIP_FILE, T5_FILE, TOKENIZER_FOLDER, VAE_FILES
 from wanjax.adapters.lora.names import BLOCK_MODULES, BLOCK_PARAMETERS, TOP_MODULES, TOP_PARAMETERS
 from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
-from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
 
 TEXT_LEN = 16  # WanModel pads the text to text_len tokens: runs use max_sequence_length=TEXT_LEN
 HEADS, HEAD_DIM = 2, 12
@@ -41,9 +40,12 @@ TINY_WAN_MODEL = dict(
     patch_size=(1, 2, 2), text_len=TEXT_LEN, dim=HEADS * HEAD_DIM, ffn_dim=32, freq_dim=32, text_dim=TEXT_DIM,
     num_heads=HEADS, num_layers=2,
 )  # fmt: skip
-TINY_VAE21 = dict(dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=2, temperal_downsample=[False, True, True])
-TINY_VAE22 = dict(dim=4, dec_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1, temperal_downsample=[False, True, True])
-TINY_T5 = dict(dim=TEXT_DIM, dim_attn=TEXT_DIM, dim_ffn=64, num_heads=2, num_layers=2, num_buckets=8, shared_pos=False, dropout=0.0)
+TEMPORAL = [False, True, True]  # temperal_downsample of both released VAEs
+TINY_VAE21 = dict(dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=2, temperal_downsample=TEMPORAL)
+TINY_VAE22 = dict(dim=4, dec_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1, temperal_downsample=TEMPORAL)
+TINY_T5 = dict(
+    dim=TEXT_DIM, dim_attn=TEXT_DIM, dim_ffn=64, num_heads=2, num_layers=2, num_buckets=8, shared_pos=False, dropout=0.0,
+)  # fmt: skip
 CLIP_IMAGE_SIZE = 32
 TINY_CLIP = dict(
     embed_dim=16, image_size=CLIP_IMAGE_SIZE, patch_size=8, vision_dim=IMAGE_DIM, vision_mlp_ratio=2,
@@ -185,27 +187,22 @@ def _diffusers_transformer_config(kind: Kind) -> dict[str, Any]:
     )  # fmt: skip
 
 
-TWIN_VAE21 = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=2, temperal_downsample=[False, True, True])
-TWIN_VAE22 = dict(
-    base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
-    temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12, out_channels=12,
-    scale_factor_spatial=16, scale_factor_temporal=4, latents_mean=list(WAN22_LATENTS_MEAN),
-    latents_std=list(WAN22_LATENTS_STD),
-)  # fmt: skip
-BOUNDARY_RATIO = {"t2v": 0.875, "i2v": 0.9}
+TWIN_VAE21 = dict(base_dim=8, z_dim=16, dim_mult=[1, 1, 1, 1], num_res_blocks=2, temperal_downsample=TEMPORAL)
 
 
-def write_diffusers_twin(folder: Path, official: Path, kind: Kind) -> Path:
-    """A diffusers-format folder of `official`'s weights (renamed by wanjax's tables), each
-    component a diffusers / transformers class of the known tiny config, loaded strictly."""
-    from diffusers import (
-        AutoencoderKLWan,
-        UniPCMultistepScheduler,
-        WanImageToVideoPipeline,
-        WanPipeline,
-        WanTransformer3DModel,
+def write_diffusers_twin(folder: Path, official: Path) -> Path:
+    """A diffusers-format Wan 2.1 I2V folder of `official`'s weights (an official "i2v" folder),
+    renamed by wanjax's tables, each component a diffusers / transformers class of the known
+    tiny config, loaded strictly."""
+    from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanImageToVideoPipeline, WanTransformer3DModel
+    from transformers import (
+        AutoTokenizer,
+        CLIPImageProcessor,
+        CLIPVisionConfig,
+        CLIPVisionModel,
+        UMT5Config,
+        UMT5EncoderModel,
     )
-    from transformers import AutoTokenizer, CLIPVisionConfig, CLIPVisionModel, UMT5Config, UMT5EncoderModel
 
     from wanjax.adapters.checkpoints.original_clip import clip_vision_tensors
     from wanjax.adapters.checkpoints.original_names import transformer_weights
@@ -214,42 +211,26 @@ def write_diffusers_twin(folder: Path, official: Path, kind: Kind) -> Path:
     from wanjax.adapters.checkpoints.weights import open_weights
     from wanjax.adapters.torch.clip_image import wan_clip_preprocessing
 
-    config = _diffusers_transformer_config(kind)
-    if kind.clip:
-        config.update(image_dim=IMAGE_DIM, added_kv_proj_dim=HEADS * HEAD_DIM)
-    homes = [official / name for name in EXPERT_FOLDERS] if kind.experts == 2 else [official]
-    experts = [_strict(WanTransformer3DModel(**config), transformer_weights(home)) for home in homes]
-    vae_file = VAE_FILES[48 if kind.vae22 else 16]
-    vae = _strict(AutoencoderKLWan(**(TWIN_VAE22 if kind.vae22 else TWIN_VAE21)), vae_weights(official / vae_file))
+    config = dict(_diffusers_transformer_config(KINDS["i2v"]), image_dim=IMAGE_DIM, added_kv_proj_dim=HEADS * HEAD_DIM)
     text_config = UMT5Config(
         vocab_size=_vocab_size(), d_model=TEXT_DIM, d_kv=TEXT_DIM // 2, d_ff=64, num_layers=2, num_heads=2,
         relative_attention_num_buckets=8, relative_attention_max_distance=128, feed_forward_proj="gated-gelu",
         dropout_rate=0.0, pad_token_id=0, eos_token_id=1,
     )  # fmt: skip
-    text_encoder = _strict(UMT5EncoderModel(text_config), umt5_tensors(open_weights(official / T5_FILE), "t5"))
-    parts: dict[str, Any] = dict(
-        tokenizer=AutoTokenizer.from_pretrained(official / TOKENIZER_FOLDER), text_encoder=text_encoder, vae=vae,
-        scheduler=UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=3.0),
-        transformer=experts[0],
+    vision_config = CLIPVisionConfig(
+        hidden_size=IMAGE_DIM, intermediate_size=2 * IMAGE_DIM, num_hidden_layers=2, num_attention_heads=16,
+        image_size=CLIP_IMAGE_SIZE, patch_size=8, hidden_act="gelu",
     )  # fmt: skip
-    if kind.experts == 2:
-        parts.update(transformer_2=experts[1], boundary_ratio=BOUNDARY_RATIO[kind.model_type])
-    if kind.clip:
-        from transformers import CLIPImageProcessor
-
-        vision = CLIPVisionConfig(
-            hidden_size=IMAGE_DIM, intermediate_size=2 * IMAGE_DIM, num_hidden_layers=2, num_attention_heads=16,
-            image_size=CLIP_IMAGE_SIZE, patch_size=8, hidden_act="gelu",
-        )  # fmt: skip
-        tensors = clip_vision_tensors(open_weights(official / CLIP_FILE), "clip")
-        parts.update(
-            image_encoder=_strict(CLIPVisionModel(vision), tensors),
-            image_processor=CLIPImageProcessor(**wan_clip_preprocessing(CLIP_IMAGE_SIZE)),
-        )
-    if kind.model_type == "i2v":
-        pipeline = WanImageToVideoPipeline(**parts)
-    else:
-        pipeline = WanPipeline(**parts, expand_timesteps=kind.model_type == "ti2v")
+    clip = clip_vision_tensors(open_weights(official / CLIP_FILE), "clip")
+    pipeline = WanImageToVideoPipeline(
+        transformer=_strict(WanTransformer3DModel(**config), transformer_weights(official)),
+        vae=_strict(AutoencoderKLWan(**TWIN_VAE21), vae_weights(official / VAE_FILES[16])),
+        text_encoder=_strict(UMT5EncoderModel(text_config), umt5_tensors(open_weights(official / T5_FILE), "t5")),
+        tokenizer=AutoTokenizer.from_pretrained(official / TOKENIZER_FOLDER),
+        image_encoder=_strict(CLIPVisionModel(vision_config), clip),
+        image_processor=CLIPImageProcessor(**wan_clip_preprocessing(CLIP_IMAGE_SIZE)),
+        scheduler=UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=3.0),
+    )  # fmt: skip
     pipeline.save_pretrained(folder)
     return folder
 

@@ -45,7 +45,9 @@ T5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 TOKENIZER_FOLDER = "google/umt5-xxl"
 CLIP_FILE = "models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth"
 BOUNDARY_RATIO = {"t2v": 0.875, "i2v": 0.9}  # wan/configs: t2v_A14B.boundary, i2v_A14B.boundary
-WAN_MODEL_DEFAULTS = dict(in_dim=16, dim=2048, ffn_dim=8192, freq_dim=256, out_dim=16, num_heads=16, num_layers=32, eps=1e-6)
+WAN_MODEL_DEFAULTS = dict(
+    in_dim=16, dim=2048, ffn_dim=8192, freq_dim=256, out_dim=16, num_heads=16, num_layers=32, eps=1e-6
+)  # WanModel.__init__'s, for a config.json that leaves a key out
 ROPE_POSITIONS = 1024  # WanModel's rope_params(1024, ...)
 DIFFUSERS_SUFFIX = "-Diffusers"
 
@@ -144,7 +146,8 @@ class OfficialCheckpoint:
         config = read_json(path, what="an official Wan transformer folder")
         if config.get("_class_name") != TRANSFORMER_CLASS:
             raise UnsupportedModelError(
-                f"{path}: _class_name {config.get('_class_name')!r}; an official Wan transformer is a {TRANSFORMER_CLASS}"
+                f"{path}: _class_name {config.get('_class_name')!r}; an official Wan transformer is a "
+                f"{TRANSFORMER_CLASS}"
             )
         return config
 

@@ -70,7 +70,9 @@ def clip_vision_tensors(weights: Mapping[str, np.ndarray], where: str) -> dict[s
 
 def clip_vision_config(tensors: Mapping[str, np.ndarray], where: str) -> dict[str, Any]:
     """`CLIPVisionConfig` arguments of `CLIPVisionModel`-named tensors, from their shapes."""
-    needed = ("embeddings.patch_embedding.weight", "embeddings.position_embedding.weight", "encoder.layers.0.mlp.fc1.weight")
+    needed = (
+        "embeddings.patch_embedding.weight", "embeddings.position_embedding.weight", "encoder.layers.0.mlp.fc1.weight",
+    )  # fmt: skip
     missing = [name for name in needed if name not in tensors]
     if missing:
         raise CheckpointError(f"{where}: no tensors {missing}; not a CLIP vision encoder")

@@ -45,7 +45,7 @@ def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> dict[str, np.
         tensors = dict(weights.items())
     embedding = next((tensors[name] for name in EMBEDDINGS if name in tensors), None)
     if embedding is None:
-        raise CheckpointError(f"{where}: no token embedding (token_embedding.weight or shared.weight); not a T5 encoder")
+        raise CheckpointError(f"{where}: no token embedding (token_embedding.weight, shared.weight); not a T5 encoder")
     return {**tensors, **dict.fromkeys(EMBEDDINGS, embedding)}
 
 

@@ -79,15 +79,14 @@ class ClipImageEncoder:
         file (Wan 2.1 I2V's open-clip `.pth`, or a `.safetensors` in its or transformers' names)
         whose architecture is read from its shapes. The preprocessing is the `image_processor/`
         folder where given, else Wan's CLIP preprocessing at the model's image size."""
-        weights_dtype = torch_dtype(dtype, "image encoder")
+        weights_dtype, what = torch_dtype(dtype, "image encoder"), "CLIP image encoder"
         if files.weights.is_dir():
-            what = "CLIP image encoder"
             model = load_pretrained(CLIPVisionModel.from_pretrained, files.weights, what, dtype=weights_dtype)
         else:
             where = str(files.weights)
             tensors = clip_vision_tensors(open_weights(files.weights), where)
             config = CLIPVisionConfig(**clip_vision_config(tensors, where))
-            model = model_from_tensors(CLIPVisionModel, config, tensors, "CLIP image encoder", files.weights, weights_dtype)
+            model = model_from_tensors(CLIPVisionModel, config, tensors, what, files.weights, weights_dtype)
         if files.preprocessing is None:
             processor = CLIPImageProcessor(**wan_clip_preprocessing(model.config.image_size))
         else:

@@ -1,18 +1,18 @@
 """`--model OFFICIAL_FOLDER` makes the video `--model` of a diffusers-format folder of the same
 weights makes: the whole service (layout, architecture read from configs and shapes, the
-VAE, T5 and CLIP files, the expert boundary) on tiny folders (tests/official_folders.py).
+VAE, T5 and CLIP files) on a tiny folder (tests/official_folders.py).
 
-Two layouts, to keep the run short: Wan 2.2 A14B (two experts in their own folders, the
-boundary) and Wan 2.1 I2V (the CLIP file, the image through the VAE's encoder). The Wan 2.2
-VAE and TI2V's per-token timesteps are covered by tests/parity/test_official_components.py
-and tests/unit/test_official_checkpoint.py."""
+One layout, to keep the run short: Wan 2.1 I2V, the one with every kind of file (the CLIP
+`.pth` too) and the image through the VAE's encoder. The others are run whole against the
+Wan code's own pipelines (tests/parity/test_official_pipeline_parity.py: Wan 2.2 A14B T2V and
+I2V, TI2V-5B) and component by component (tests/parity/test_official_components.py).
+"""
 
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from official_folders import KINDS, TEXT_LEN, official_models, write_diffusers_twin, write_official_folder
+from official_folders import TEXT_LEN, official_models, write_diffusers_twin, write_official_folder
 
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
@@ -26,11 +26,10 @@ def _generate(folder, image: np.ndarray | None) -> np.ndarray:
     return build_container(config).service().generate(request).array
 
 
-@pytest.mark.parametrize("kind", ["t2v-a14b", "i2v"])
-def test_an_official_folder_generates_what_its_diffusers_twin_does(kind: str, tmp_path) -> None:
-    official = write_official_folder(tmp_path / "official", official_models(kind))
-    twin = write_diffusers_twin(tmp_path / "diffusers", official, KINDS[kind])
-    image = None if kind == "t2v-a14b" else np.random.default_rng(0).integers(0, 256, (40, 56, 3), dtype=np.uint8)
+def test_an_official_folder_generates_what_its_diffusers_twin_does(tmp_path) -> None:
+    official = write_official_folder(tmp_path / "official", official_models("i2v"))
+    twin = write_diffusers_twin(tmp_path / "diffusers", official)
+    image = np.random.default_rng(0).integers(0, 256, (40, 56, 3), dtype=np.uint8)
 
     ours, reference = _generate(official, image), _generate(twin, image)
 

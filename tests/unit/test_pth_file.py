@@ -31,7 +31,7 @@ def test_pth_files_are_read_as_tensors_only(tmp_path, content, message) -> None:
 
 
 def test_pth_tensors_are_zero_copy_views_including_bfloat16(tmp_path) -> None:
-    state = {"a": torch.arange(6, dtype=torch.float32).reshape(2, 3), "b": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)}
+    state = {"a": torch.arange(6.0).reshape(2, 3), "b": torch.tensor([1.5, -2.0], dtype=torch.bfloat16)}
     torch.save(state, tmp_path / "model.pth")
     weights = PthWeights(tmp_path / "model.pth")
     assert weights.parameter_count() == 8 and list(weights) == ["a", "b"]
