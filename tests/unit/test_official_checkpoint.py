@@ -217,3 +217,47 @@ def test_config_keys_name_the_replacing_files() -> None:
     assert (files.get("text_encoder"), files.get("image_encoder"), files.get("transformer")) == (
         Path("t5.pth"), Path("clip.pth"), None,
     )  # fmt: skip
+
+
+def _names_of_transformers_model(model_class, config) -> set[str]:
+    with torch.device("meta"):
+        return set(model_class(config).state_dict())
+
+
+def test_the_released_t5_maps_onto_umt5_xxl() -> None:
+    """The official umt5-xxl encoder at its real size (meta device): every tensor lands on a
+    transformers UMT5EncoderModel name, and the shapes give google/umt5-xxl's config."""
+    from transformers import UMT5Config, UMT5EncoderModel
+
+    from official_wan import official_wan
+    from wanjax.adapters.checkpoints.original_t5 import umt5_config, umt5_tensors
+
+    official_wan()
+    from wan.modules.t5 import umt5_xxl
+
+    released = umt5_xxl(encoder_only=True, device="meta").state_dict()
+    tensors = umt5_tensors(_shapes_only({name: tuple(t.shape) for name, t in released.items()}), "t5")
+    config = umt5_config(tensors, "t5")
+
+    expected = dict(vocab_size=256384, d_model=4096, d_kv=64, d_ff=10240, num_layers=24, num_heads=64)
+    assert {key: config[key] for key in expected} == expected
+    assert (config["relative_attention_num_buckets"], config["feed_forward_proj"]) == (32, "gated-gelu")
+    assert set(tensors) == _names_of_transformers_model(UMT5EncoderModel, UMT5Config(**config))
+
+
+def test_the_released_clip_maps_onto_a_vit_h_14_vision_model() -> None:
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    from official_wan import official_wan
+    from wanjax.adapters.checkpoints.original_clip import clip_vision_config, clip_vision_tensors
+
+    official_wan()
+    from wan.modules.animate.clip import clip_xlm_roberta_vit_h_14
+
+    released = clip_xlm_roberta_vit_h_14(device="meta").state_dict()
+    tensors = clip_vision_tensors(_shapes_only({name: tuple(t.shape) for name, t in released.items()}), "clip")
+    config = clip_vision_config(tensors, "clip")
+
+    expected = dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, image_size=224, patch_size=14)
+    assert {key: config[key] for key in expected} == expected
+    assert set(tensors) == _names_of_transformers_model(CLIPVisionModel, CLIPVisionConfig(**config))
