@@ -1,7 +1,8 @@
 """Presets (one YAML file per model in `wanjax.configs`) and the config a run resolves to.
 
 Each key's value comes from the highest of, in order: the command line (`--set` and flags),
-the preset, the checkpoint folder (its scheduler config and model index), the generic
+the preset, the checkpoint folder (a diffusers folder's scheduler config and model index;
+for an official-format folder, the preset of the Wan-AI repo it holds), the generic
 default. The config remembers which (`GenerationConfig.origin`).
 """
 
@@ -101,14 +102,24 @@ def _layered(config: GenerationConfig, layers: list[tuple[str, Mapping[str, Any]
 def _with_checkpoint_settings(config: GenerationConfig) -> GenerationConfig:
     """A default config for `config.model` with the checkpoint's settings, checked against what
     `config` (the layers above the checkpoint) chooses."""
+    from wanjax.adapters.checkpoints.official_folder import official_repo_id
     from wanjax.adapters.checkpoints.scheduler_settings import checkpoint_sampling
     from wanjax.application.builders import locate_model
 
-    stated = checkpoint_sampling(locate_model(config.model))
+    folder = locate_model(config.model)
+    stated = checkpoint_sampling(folder)
     if stated.unsupported and config.origin("sample_solver") == "default":
         raise ConfigError(
             f"{stated.source} asks for scheduler settings wanjax does not implement: "
             f"{'; '.join(stated.unsupported)}. Choose wanjax's sampler explicitly to run it anyway, "
             "e.g. --set sample_solver=unipc flow_shift=5"
         )
-    return GenerationConfig().with_overrides(stated.values, source=stated.source)
+    defaults = GenerationConfig().with_overrides(stated.values, source=stated.source)
+    repo = official_repo_id(folder)
+    own_preset = preset_for_checkpoint(repo) if repo is not None else None
+    if own_preset is None:
+        return defaults
+    # An official folder states no sampling settings; the Wan code's own for its model are
+    # the preset's (each preset names its sources), the folder itself staying the model.
+    values = {key: value for key, value in _preset_values(own_preset).items() if key != "model"}
+    return defaults.with_overrides(values, source=f"checkpoint {folder} ({repo}: preset {own_preset!r})")

@@ -136,3 +136,15 @@ def test_describe_names_each_sampling_value_and_its_origin():
     assert [line.split()[0] for line in lines] == list(SAMPLING_KEYS)
     assert "4.0" in lines[SAMPLING_KEYS.index("flow_shift")] and "(--set)" in lines[SAMPLING_KEYS.index("flow_shift")]
     assert lines[SAMPLING_KEYS.index("seed")].endswith("(default)")
+
+
+def test_an_official_folder_gets_the_preset_of_the_repo_it_holds(tmp_path, located, monkeypatch):
+    located["folder"] = tmp_path  # no scheduler config, no model index: the official layout states nothing
+    held = {tmp_path: "Wan-AI/Wan2.2-T2V-A14B"}
+    monkeypatch.setattr("wanjax.adapters.checkpoints.official_folder.official_repo_id", held.get)
+    config = resolve_config(str(tmp_path), {"num_inference_steps": "20"})
+    assert config.model == str(tmp_path)
+    assert (config.flow_shift, config.boundary_ratio, config.guidance_scale_low) == (12.0, 0.875, 3.0)
+    assert config.num_inference_steps == 20  # --set still wins
+    origin = config.origin("flow_shift")
+    assert origin.startswith(f"checkpoint {tmp_path}") and "preset 'wan2.2-t2v-a14b'" in origin
