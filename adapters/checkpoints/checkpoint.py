@@ -87,6 +87,17 @@ class Checkpoint(Protocol):
         ...
 
 
+def shared_architecture(specs: dict[str, TransformerSpec]) -> TransformerSpec:
+    """The one architecture of every expert (one compiled step serves them all), keyed by where
+    each was read; Wan 2.2 experts that differ are refused."""
+    first, *others = specs.values()
+    if any(spec != first for spec in others):
+        raise UnsupportedModelError(
+            f"{' and '.join(specs)} have different architectures; Wan 2.2 experts must share one"
+        )
+    return first
+
+
 def component_weights(component: str, location: Path) -> Weights:
     """The tensors of `component` at `location` (a folder, file or shard index): experts and the
     VAE under diffusers names whichever naming the files use, encoders as stored."""

@@ -8,7 +8,13 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from wanjax.adapters.checkpoints.checkpoint import EncoderFiles, ReplacedFiles, component_weights, conditioning_of
+from wanjax.adapters.checkpoints.checkpoint import (
+    EncoderFiles,
+    ReplacedFiles,
+    component_weights,
+    conditioning_of,
+    shared_architecture,
+)
 from wanjax.adapters.checkpoints.weights import Weights
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
@@ -75,16 +81,10 @@ class DiffusersCheckpoint:
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
         """The architecture every expert shares (one compiled step serves them all)."""
-        specs = [
-            TransformerSpec.from_diffusers_config(self.config(expert), source=str(self.folder(expert) / "config.json"))
-            for expert in self.experts
-        ]
-        if any(spec != specs[0] for spec in specs[1:]):
-            raise UnsupportedModelError(
-                f"{self.root}: transformer/ and transformer_2/ have different architectures; "
-                "Wan 2.2 experts must share one"
-            )
-        return specs[0]
+        configs = {str(self.folder(expert) / "config.json"): self.config(expert) for expert in self.experts}
+        return shared_architecture(
+            {source: TransformerSpec.from_diffusers_config(config, source=source) for source, config in configs.items()}
+        )
 
     @cached_property
     def vae_spec(self) -> VaeSpec:

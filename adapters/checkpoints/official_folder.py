@@ -28,6 +28,7 @@ from wanjax.adapters.checkpoints.checkpoint import (
     ReplacedFiles,
     component_weights,
     conditioning_of,
+    shared_architecture,
 )
 from wanjax.adapters.checkpoints.diffusers_folder import read_json
 from wanjax.adapters.checkpoints.original_vae import vae_spec_of
@@ -98,13 +99,9 @@ class OfficialCheckpoint:
     @cached_property
     def transformer_spec(self) -> TransformerSpec:
         """The architecture every expert shares (one compiled step serves them all)."""
-        specs = [transformer_spec_of(self._configs[e], self.weights(e), self.folder(e)) for e in self.experts]
-        if any(spec != specs[0] for spec in specs[1:]):
-            raise UnsupportedModelError(
-                f"{self.root}: high_noise_model/ and low_noise_model/ have different architectures; "
-                "Wan 2.2 experts must share one"
-            )
-        return specs[0]
+        return shared_architecture(
+            {str(self.folder(e)): transformer_spec_of(self._configs[e], self.weights(e), self.folder(e)) for e in self.experts}
+        )
 
     @cached_property
     def vae_spec(self) -> VaeSpec:

@@ -261,3 +261,14 @@ def test_the_released_clip_maps_onto_a_vit_h_14_vision_model() -> None:
     expected = dict(hidden_size=1280, intermediate_size=5120, num_hidden_layers=32, image_size=224, patch_size=14)
     assert {key: config[key] for key in expected} == expected
     assert set(tensors) == _names_of_transformers_model(CLIPVisionModel, CLIPVisionConfig(**config))
+
+
+def test_experts_of_different_architectures_are_refused_by_both_layouts() -> None:
+    from wanjax.adapters.checkpoints.checkpoint import shared_architecture
+    from wanjax.domain.errors import UnsupportedModelError
+
+    high = ARCHITECTURES["Wan-AI/Wan2.2-T2V-A14B-Diffusers"].transformer
+    low = ARCHITECTURES["Wan-AI/Wan2.1-T2V-1.3B-Diffusers"].transformer
+    assert shared_architecture({"high/": high, "low/": high}) == high
+    with pytest.raises(UnsupportedModelError, match="high/ and low/ have different architectures"):
+        shared_architecture({"high/": high, "low/": low})
