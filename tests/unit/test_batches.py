@@ -64,3 +64,9 @@ def test_batch_requests_may_differ_only_per_video(change, field):
 def test_an_empty_batch_is_refused():
     with pytest.raises(InvalidRequestError, match="non-empty list"):
         shared_request([])
+
+
+@pytest.mark.parametrize("intruder", [None, "a dog", {"prompt": "a dog"}])
+def test_a_batch_member_that_is_not_a_request_is_named(intruder):
+    with pytest.raises(InvalidRequestError, match=f"request 1 of the batch is {type(intruder).__name__}, not a GenerationRequest"):
+        shared_request([CONFIG.request("a fox"), intruder])
