@@ -15,6 +15,7 @@ from wanjax.adapters.checkpoints.checkpoint import (
     conditioning_of,
     shared_architecture,
 )
+from wanjax.adapters.checkpoints.text_encoder_files import check_text_encoder_files
 from wanjax.adapters.checkpoints.weights import Weights
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
@@ -119,6 +120,7 @@ class DiffusersCheckpoint:
         for component in WEIGHTED_COMPONENTS:
             if self.has(component) or self.replaced.get(component) is not None:
                 self.weights(component)
+        check_text_encoder_files(self.text_encoder_files(), self.weights("text_encoder"))
 
 
 def _names_component(entry: object) -> bool:

@@ -393,3 +393,24 @@ def test_a_seed_that_overflows_for_later_prompts_names_the_seed_given(tmp_path, 
 @pytest.mark.parametrize("model, preset", [("DEMO", "demo"), ("Wan2.1-T2V-1.3B", "wan2.1-t2v-1.3b")])
 def test_a_preset_name_in_another_case_gets_a_did_you_mean(tmp_path, capsys, model, preset):
     _fails(tmp_path, capsys, ["--model", model], f"did you mean the preset {preset!r}")
+
+
+def test_a_tokenizer_folder_without_a_tokenizer_is_refused(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
+    (model / "tokenizer" / "tokenizer.json").unlink()
+    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'tokenizer'}: has none of tokenizer.json, spiece.model")
+
+
+@pytest.mark.parametrize(
+    "changes, expected",
+    [
+        ({"d_model": 48}, "shared.weight is (98, 32), the config implies (98, 48)"),
+        ({"num_layers": 1}, "more blocks than num_layers=1"),
+        ({"num_layers": 3}, "encoder.block.2.layer.0.SelfAttention.q.weight is missing"),
+        ({"d_kv": None}, "not a UMT5 encoder config"),
+    ],
+)
+def test_a_text_encoder_config_that_does_not_fit_its_weights_is_refused(tmp_path, capsys, demo_cache, changes, expected):
+    model = _demo_copy(demo_cache, tmp_path)
+    _edit_json(model / "text_encoder" / "config.json", **changes)
+    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'text_encoder' / 'config.json'}", expected)

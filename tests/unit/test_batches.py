@@ -22,7 +22,7 @@ def _container(text: FakeTextEncoder, denoiser: FakeDenoiser, **overrides: str):
     container = build_container(CONFIG.with_overrides(overrides))
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
-        image_conditioning=ImageConditioning.NONE, has=lambda component: False,
+        image_conditioning=ImageConditioning.NONE, has=lambda component: False, image_encoder_files=lambda: None,
     )  # fmt: skip
     container.checkpoint.override(providers.Object(checkpoint))
     container.text_encoder.override(providers.Object(text))
