@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -55,6 +56,7 @@ class CachedTextEncoder:
         self._folder = Path(folder)
         self._identity = identity
         self._encoder: TextEncoder | None = None
+        self._building = threading.Lock()
 
     def prepare(self, batches: Sequence[Sequence[str]] | None, max_sequence_length: int) -> None:
         """Builds the wrapped encoder now unless every batch of `batches` is on disk (None: unknown
@@ -84,9 +86,11 @@ class CachedTextEncoder:
         return embeddings
 
     def _encoder_once(self) -> TextEncoder:
-        if self._encoder is None:
-            self._encoder = self._build()
-        return self._encoder
+        """The wrapped encoder, built by the first caller while concurrent ones wait."""
+        with self._building:
+            if self._encoder is None:
+                self._encoder = self._build()
+            return self._encoder
 
     def _path(self, prompts: Sequence[str], max_sequence_length: int) -> Path:
         # Input the wrapped encoder refuses (a bare string, no prompts) is never on disk: it is

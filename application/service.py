@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -68,7 +69,9 @@ class LoadedModel:
 
 
 class GenerationService:
-    """Turns validated requests into videos with one loaded model."""
+    """Turns validated requests into videos with one loaded model. Safe to call from any number
+    of threads: the first call to need the model loads it while the others wait, and each call's
+    result (and cache report) is its own."""
 
     def __init__(
         self,
@@ -85,6 +88,7 @@ class GenerationService:
         self._batched_text_encoder = batched_text_encoder
         self._preflight = preflight
         self._loaded: LoadedModel | None = None
+        self._loading = threading.Lock()
 
     def check(self, requests: Sequence[GenerationRequest]) -> None:
         """Raises now what `generate_batch(requests)` would raise before its first step, loading
@@ -114,7 +118,8 @@ class GenerationService:
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
         the text and image encoders (torch, host memory) load on another: their loading hides
-        behind the transformer's conversion. The `load` span ends when both are done.
+        behind the transformer's conversion. The `load` span ends when both are done. Concurrent
+        calls load once: the others wait for it (and record no `load` span).
 
         The builders share only immutable, already-built values (the checkpoint, the dtype
         name), so building them on two threads is safe."""
@@ -123,28 +128,32 @@ class GenerationService:
     def _load(self, trace: TimingTrace | None, prompt_batches: list[list[str]] | None) -> LoadedModel:
         """`load`; a text encoder with cached embeddings (`CachedTextEncoder`) builds the encoder it
         wraps only if some of `prompt_batches` (None: not known yet) is not cached."""
-        if self._loaded is None:
-            with (trace or TimingTrace()).span("load"):
-                c = self._components
-
-                def build_text_encoder() -> TextEncoder:
-                    encoder = c.text_encoder()
-                    if isinstance(encoder, CachedTextEncoder):
-                        encoder.prepare(prompt_batches, self._max_sequence_length)
-                    return encoder
-
-                # Only the host-side (torch) encoders load beside the transformer: everything that
-                # places arrays on the devices loads on this thread, in one order, because in a
-                # multi-process run every process must issue its cross-process transfers in the
-                # same order (a VAE placed while the experts were being placed ran the processes'
-                # collectives out of step and aborted them in gloo).
-                with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
-                    encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder()))
-                    denoiser = c.denoiser()
-                    autoencoder = c.autoencoder()
-                    text_encoder, image_encoder = encoders.result()
-                self._loaded = LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
+        with self._loading:
+            if self._loaded is None:
+                self._loaded = self._build(trace, prompt_batches)
         return self._loaded
+
+    def _build(self, trace: TimingTrace | None, prompt_batches: list[list[str]] | None) -> LoadedModel:
+        with (trace or TimingTrace()).span("load"):
+            c = self._components
+
+            def build_text_encoder() -> TextEncoder:
+                encoder = c.text_encoder()
+                if isinstance(encoder, CachedTextEncoder):
+                    encoder.prepare(prompt_batches, self._max_sequence_length)
+                return encoder
+
+            # Only the host-side (torch) encoders load beside the transformer: everything that
+            # places arrays on the devices loads on this thread, in one order, because in a
+            # multi-process run every process must issue its cross-process transfers in the
+            # same order (a VAE placed while the experts were being placed ran the processes'
+            # collectives out of step and aborted them in gloo).
+            with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
+                encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder()))
+                denoiser = c.denoiser()
+                autoencoder = c.autoencoder()
+                text_encoder, image_encoder = encoders.result()
+            return LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
 
     def warmup(
         self,
@@ -220,8 +229,8 @@ class GenerationService:
         with trace.span("compile"):
             model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
         with trace.span("denoise"):
-            latents = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
-        report = model.denoiser.last_run
+            denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
+        latents, report = denoised.latents, denoised.cache_report
         calibration = None
         if request.cache.magcache_calibration:
             calibration = calibrate_curve(report.residual_norms, plan.experts)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+import attrs
 import numpy as np
 
 from wanjax.domain.caching.report import CacheRunReport
@@ -17,7 +18,17 @@ from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
-"""Called as (steps_done, steps_total) after each denoising step."""
+"""Called as (steps_done, steps_total) after each denoising step; an exception it raises
+(e.g. a cancellation) stops the run there and propagates out of `denoise`."""
+
+
+@attrs.frozen
+class Denoised:
+    """One `denoise` run's final latents [B, F', H', W', C] and what each of its steps ran under
+    its cache plan: the run's own report, never another concurrent run's."""
+
+    latents: Any
+    cache_report: CacheRunReport
 
 
 class TextEncoder(Protocol):
@@ -38,12 +49,8 @@ class Denoiser(Protocol):
 
     Latents are [B, F', H', W', C] (channels last); `context` and `negative_context`
     are text embeddings [B, L, D]; `negative_context` is None when guidance is off.
+    Safe to call from several threads at once: a run keeps no state on the denoiser.
     """
-
-    @property
-    def last_run(self) -> CacheRunReport | None:
-        """What each step of the last `denoise` ran under its cache plan (None before one)."""
-        ...
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> Any:
         """Standard normal initial latents, the same for the same seed on every run."""
@@ -68,7 +75,7 @@ class Denoiser(Protocol):
         negative_context: np.ndarray | None,
         on_step: StepCallback | None = None,
         conditioning: Conditioning = Conditioning(),
-    ) -> Any: ...
+    ) -> Denoised: ...
 
 
 class VideoAutoencoder(Protocol):

@@ -8,6 +8,7 @@ import numpy as np
 
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.plan import SamplingPlan
+from wanjax.domain.ports import Denoised
 
 
 class FakeTextEncoder:
@@ -29,7 +30,6 @@ class FakeDenoiser:
         self.contexts: list[tuple[tuple[int, ...], tuple[int, ...] | None]] = []
         self.prepared = 0
         self.conditionings: list[Any] = []
-        self.last_run: CacheRunReport | None = None
 
     def noise(self, seed, shape):
         return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
@@ -44,8 +44,7 @@ class FakeDenoiser:
         for i in range(plan.num_steps):
             if on_step:
                 on_step(i + 1, plan.num_steps)
-        self.last_run = CacheRunReport.of(plan.num_steps, plan.uses_guidance)
-        return np.asarray(latents) * plan.num_steps
+        return Denoised(np.asarray(latents) * plan.num_steps, CacheRunReport.of(plan.num_steps, plan.uses_guidance))
 
 
 class FakeAutoencoder:

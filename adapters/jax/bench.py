@@ -102,7 +102,7 @@ def time_denoising(
     denoiser.prepare(latents, plan, *args, conditioning)
     compile_seconds = time.perf_counter() - start
     stamps: list[float] = []
-    result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning)
+    result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning).latents
     if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
     steps = [after - before for before, after in zip(stamps, stamps[1:])]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -14,11 +15,13 @@ def _signature(args: tuple[Any, ...]) -> tuple[Any, ...]:
 
 
 class CompiledFunction:
-    """A jitted function whose executables are compiled explicitly (`prepare`) and reused."""
+    """A jitted function whose executables are compiled explicitly (`prepare`) and reused. Threads
+    may call it at once: each shape compiles once (compiles wait for one another, runs do not)."""
 
     def __init__(self, fn: Callable[..., Any], **jit_kwargs: Any) -> None:
         self._jitted = jax.jit(fn, **jit_kwargs)
         self._executables: dict[tuple[Any, ...], Any] = {}
+        self._compiling = threading.Lock()
 
     @property
     def num_compiled(self) -> int:
@@ -27,9 +30,13 @@ class CompiledFunction:
     def prepare(self, *args: Any) -> Any:
         """The executable for these argument shapes, compiled now if it is new."""
         key = _signature(args)
-        if key not in self._executables:
-            self._executables[key] = self._jitted.lower(*args).compile()
-        return self._executables[key]
+        executable = self._executables.get(key)
+        if executable is None:
+            with self._compiling:
+                if key not in self._executables:
+                    self._executables[key] = self._jitted.lower(*args).compile()
+                executable = self._executables[key]
+        return executable
 
     def __call__(self, *args: Any) -> Any:
         return self.prepare(*args)(*args)

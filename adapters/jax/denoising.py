@@ -6,7 +6,7 @@ of the latent shape. Then either a Python loop over one compiled step (per-step 
 any step count, shift, guidance scale or expert switch runs without recompiling: Wan 2.2's
 experts share one architecture, so their weights are just arguments) or, with
 `scan_diffusion_loop`, one compiled `lax.scan` over all steps (`scan_loop`). Both execute the
-plan's `CachePlan` with the same step (`denoise_step`); `last_run` reports what ran.
+plan's `CachePlan` with the same step (`denoise_step`); each run returns its own report of what ran.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from wanjax.adapters.jax.scan_loop import PlanArrays, scan_denoise
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
-from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import NumericalError
 from wanjax.domain.plan import SamplingPlan
-from wanjax.domain.ports import StepCallback
+from wanjax.domain.ports import Denoised, StepCallback
 from wanjax.domain.scheduling import SolverState
 
 
@@ -72,18 +71,12 @@ class JaxDenoiser:
         self._cross_kv = CompiledFunction(self._cross_attention_kv, compiler_options=options)
         self._step = CompiledFunction(self._guided_step, compiler_options=options)
         self._loop = CompiledFunction(self._scan_loop, compiler_options=options)
-        self._last_run: CacheRunReport | None = None
 
     @property
     def num_compiled(self) -> int:
         """Denoising executables compiled so far: one per latent/context shape whatever the expert
         (and, with scan_diffusion_loop, per step count); the KV-cache builder is not counted."""
         return self._step.num_compiled + self._loop.num_compiled
-
-    @property
-    def last_run(self) -> CacheRunReport | None:
-        """What each step of the last `denoise` executed under its cache plan (None before one)."""
-        return self._last_run
 
     def noise(self, seed: int, shape: tuple[int, ...]) -> jax.Array:
         return jax.random.normal(jax.random.key(seed), shape, dtype=jnp.float32)
@@ -113,7 +106,7 @@ class JaxDenoiser:
         negative_context: np.ndarray | None,
         on_step: StepCallback | None = None,
         conditioning: Conditioning = Conditioning(),
-    ) -> jax.Array:
+    ) -> Denoised:
         inputs = self._inputs(jnp.shape(latents), context, negative_context, conditioning, abstract=False)
         state = self._initial_state(plan, latents)
         if self._options.scan_diffusion_loop:
@@ -130,7 +123,6 @@ class JaxDenoiser:
                     jax.block_until_ready(state.sample)
                     on_step(i + 1, plan.num_steps)
             report = stacked(reports)
-        self._last_run = run_report(report, plan.num_steps, plan.uses_guidance)
         sample = with_first_frame(state.sample, inputs.conditioning.first_frame).astype(jnp.float32)
         if not bool(jnp.isfinite(sample).all()):
             raise NumericalError(
@@ -138,7 +130,7 @@ class JaxDenoiser:
                 "transformer's weights or a LoRA merged into them hold NaN/inf (re-download the checkpoint, "
                 "check the LoRA), or the activations overflowed in bfloat16 (try --dtype float32)"
             )
-        return sample
+        return Denoised(sample, run_report(report, plan.num_steps, plan.uses_guidance))
 
     def _initial_state(self, plan: SamplingPlan, latents: Any) -> SolverState:
         return plan.solver.initial_state(jnp.asarray(latents, self._options.scheduler_dtype))

@@ -1,8 +1,14 @@
 """Loading transformers components, offline, from a diffusers-format checkpoint folder or from
-tensors (one weights file), with errors that name the folder or file and the fix."""
+tensors (one weights file), with errors that name the folder or file and the fix.
+
+Loads run one at a time in the process: transformers' `from_pretrained` patches functions that
+every thread shares (weight initialisation, the default device) while it builds a model, and
+concurrent loads left them patched: `Cannot copy out of meta tensor` then, and in every later
+load in the process. No load runs code shipped with a checkpoint (`trust_remote_code=False`)."""
 
 from __future__ import annotations
 
+import threading
 import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,6 +25,8 @@ TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 Component = TypeVar("Component")
 
+_LOADING = threading.Lock()  # see the module docstring
+
 
 def torch_dtype(name: str, what: str) -> torch.dtype:
     if name not in TORCH_DTYPES:
@@ -33,11 +41,13 @@ def require_folders(folders: dict[str, Path]) -> None:
 
 
 def load_pretrained(loader: Callable[..., Component], folder: Path, what: str, **kwargs: Any) -> Component:
-    """`loader(folder, local_files_only=True, **kwargs)`: a missing or unloadable folder is a CheckpointError."""
+    """`loader(folder, local_files_only=True, trust_remote_code=False, **kwargs)`, one load at a time
+    in the process: a missing or unloadable folder is a CheckpointError."""
     folder = Path(folder)
     _require_folder(folder, what)
     try:
-        return loader(folder, local_files_only=True, **kwargs)
+        with _LOADING:
+            return loader(folder, local_files_only=True, trust_remote_code=False, **kwargs)
     except (OSError, ValueError) as error:
         raise CheckpointError(f"cannot load the {what} from {folder}: {error}") from error
 
@@ -59,9 +69,10 @@ def model_from_tensors(
     misshapen tensor is a CheckpointError naming it."""
     state = {name: _torch_view(array) for name, array in tensors.items()}
     try:
-        model, loading = model_class.from_pretrained(
-            None, config=config, state_dict=state, dtype=dtype, output_loading_info=True
-        )
+        with _LOADING:
+            model, loading = model_class.from_pretrained(
+                None, config=config, state_dict=state, dtype=dtype, output_loading_info=True, trust_remote_code=False
+            )
     except (RuntimeError, ValueError) as error:
         raise CheckpointError(f"{where}: cannot load the {what}: {error}") from error
     problems = {kind: sorted(map(str, names)) for kind, names in loading.items() if kind != "error_msgs" and names}

@@ -9,6 +9,7 @@ composition root imports it lazily so JAX-only runs never load torch.
 from __future__ import annotations
 
 import html
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -50,6 +51,10 @@ class Umt5TextEncoder:
         self._tokenizer = tokenizer
         self._model = model.eval()
         self._forward = torch.compile(self._model, dynamic=False) if compile else self._model
+        # One encode at a time: a fast tokenizer sets its padding and truncation on the shared Rust
+        # object for each call ("Already borrowed" when threads overlap), and torch already spreads
+        # one forward pass over every core.
+        self._encoding = threading.Lock()
 
     @classmethod
     def from_folders(
@@ -96,8 +101,12 @@ class Umt5TextEncoder:
             raise InvalidRequestError(f"prompts must be a non-empty list of strings, got {prompts!r}")
         if max_sequence_length < 1:
             raise InvalidRequestError(f"max_sequence_length must be >= 1, got {max_sequence_length}")
+        with self._encoding:
+            return self._encode([clean_prompt(prompt) for prompt in prompts], max_sequence_length)
+
+    def _encode(self, prompts: list[str], max_sequence_length: int) -> np.ndarray:
         tokens = self._tokenizer(
-            [clean_prompt(prompt) for prompt in prompts],
+            prompts,
             padding="max_length",
             max_length=max_sequence_length,
             truncation=True,

@@ -1,4 +1,4 @@
-"""What a denoising run executed under its cache plan, per step (the denoiser's `last_run`)."""
+"""What a denoising run executed under its cache plan, per step (returned by `denoise` with its latents)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ def _compile(folder: Path, cache_dir: str) -> dict[str, float]:
     latents = denoiser.noise(0, (1, 1, 4, 4, 16))
     plan = plan_sampling(request)
     denoiser.prepare(latents, plan, context, context)
-    jax.block_until_ready(denoiser.denoise(latents, plan, context, context))
+    jax.block_until_ready(denoiser.denoise(latents, plan, context, context).latents)
     return {**compiled, "wall_seconds": time.perf_counter() - start}
 
 

@@ -27,6 +27,7 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.plan import SamplingPlan, plan_sampling
+from wanjax.domain.ports import Denoised
 from wanjax.domain.specs import TransformerSpec
 
 WAN21_1_3B = TransformerSpec(num_attention_heads=12, attention_head_dim=128, ffn_dim=8960, num_layers=30, freq_dim=256)
@@ -78,11 +79,12 @@ def _plan(setup: Setup, policy: str) -> SamplingPlan:
     return plan_sampling(request)
 
 
-def _timed(run, rounds: int) -> tuple[float, np.ndarray]:
+def _timed(run, rounds: int) -> tuple[float, Denoised]:
     best, out = float("inf"), None
     for _ in range(rounds):
         start = time.perf_counter()
-        out = np.asarray(jax.block_until_ready(run()))
+        out = run()
+        jax.block_until_ready(out.latents)
         best = min(best, time.perf_counter() - start)
     return best, out
 
@@ -104,10 +106,10 @@ def test_cache_policy_speed_and_fidelity(benchmark, name, policy, demo_cache, mo
     for p in (dense_plan, plan):
         denoiser.prepare(latents, p, context, negative)
     run = lambda p: denoiser.denoise(latents, p, context, negative)  # noqa: E731
-    dense_seconds, dense = _timed(lambda: run(dense_plan), setup.rounds)
-    seconds, cached = _timed(lambda: run(plan), setup.rounds)
-    report = denoiser.last_run
-    benchmark.pedantic(lambda: jax.block_until_ready(run(plan)), rounds=1)
+    dense_seconds, dense_run = _timed(lambda: run(dense_plan), setup.rounds)
+    seconds, cached_run = _timed(lambda: run(plan), setup.rounds)
+    dense, cached, report = dense_run.latents, cached_run.latents, cached_run.cache_report
+    benchmark.pedantic(lambda: jax.block_until_ready(run(plan).latents), rounds=1)
     skipped = int((~(report.blocks_ran & report.unconditional_ran)).sum())
     unconditional_skipped = int((report.blocks_ran & ~report.unconditional_ran).sum())
     autoencoder = _autoencoder(str(demo_cache))

@@ -167,7 +167,7 @@ def test_wanjax_demo_denoise(benchmark, scan_diffusion_loop):
     plan = plan_sampling(request)
     args = (models.latents, plan, models.contexts[:1], models.contexts[1:])
     denoiser.prepare(*args)
-    benchmark.pedantic(lambda: denoiser.denoise(*args), rounds=setup.rounds, warmup_rounds=1)
+    benchmark.pedantic(lambda: denoiser.denoise(*args).latents, rounds=setup.rounds, warmup_rounds=1)
     loop = "scan_diffusion_loop" if scan_diffusion_loop else "Python loop"
     print(f"\nwanjax demo, 8 steps, {loop}: {benchmark.stats.stats.min * 1e3:.1f} ms")
 

@@ -23,6 +23,7 @@ from denoiser_cases import CASES, LATENTS, Case, assert_close, case_experts, cas
 from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
 from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
 from wanjax.domain.plan import LOW_NOISE, plan_sampling
+from wanjax.domain.ports import Denoised
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import solver_step
 
@@ -61,10 +62,10 @@ def _policies(experts: np.ndarray) -> dict[str, CachePlan]:
     }
 
 
-def _run(denoiser: JaxDenoiser, case: Case, cache: CachePlan) -> np.ndarray:
+def _run(denoiser: JaxDenoiser, case: Case, cache: CachePlan) -> Denoised:
     latents, context, negative = case_inputs()
     plan = attrs.evolve(case_plan(case.experts, STEPS), cache=cache)
-    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning))
+    return denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning)
 
 
 LOOP_MATRIX = [
@@ -81,9 +82,9 @@ def test_python_and_scan_loops_run_the_same_steps_to_the_same_latents(name, poli
     experts = case_experts(case)
     cache = _policies(case_plan(case.experts, STEPS).experts)[policy]
     loops = [JaxDenoiser(experts, DenoiserOptions(scan_diffusion_loop=scan)) for scan in (False, True)]
-    python_latents, scan_latents = (_run(denoiser, case, cache) for denoiser in loops)
-    assert_close(scan_latents, python_latents, RELATIVE_TOLERANCE)
-    python_report, scan_report = (denoiser.last_run for denoiser in loops)
+    python_run, scan_run = (_run(denoiser, case, cache) for denoiser in loops)
+    assert_close(np.asarray(scan_run.latents), np.asarray(python_run.latents), RELATIVE_TOLERANCE)
+    python_report, scan_report = python_run.cache_report, scan_run.cache_report
     for field in ("transformer_ran", "blocks_ran", "unconditional_ran"):
         np.testing.assert_array_equal(getattr(scan_report, field), getattr(python_report, field))
     if policy == "calibration":
@@ -99,17 +100,17 @@ def test_python_and_scan_loops_run_the_same_steps_to_the_same_latents(name, poli
 def test_a_rule_that_never_fires_is_bitwise_the_dense_run(name, scan):
     case = CASES[name]
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
-    dense = _run(denoiser, case, CachePlan.dense(STEPS))
+    dense = np.asarray(_run(denoiser, case, CachePlan.dense(STEPS)).latents)
     never = np.zeros(STEPS, bool)
     for rule in (
         TeaCacheRule(threshold=0.0, coefficients=(1.0, 0.0)),
         SenCacheRule(threshold=0.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2),
     ):
         cached = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), rule=rule, force_compute=never))
-        assert denoiser.last_run.steps_skipped == 0
-        np.testing.assert_array_equal(cached, dense)
+        assert cached.cache_report.steps_skipped == 0
+        np.testing.assert_array_equal(np.asarray(cached.latents), dense)
     calibrated = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
-    np.testing.assert_array_equal(calibrated, dense)  # calibration measures a dense run
+    np.testing.assert_array_equal(np.asarray(calibrated.latents), dense)  # calibration measures a dense run
 
 
 @pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
@@ -122,15 +123,16 @@ def test_a_cache_of_the_other_expert_is_never_used(scan):
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
     dense = CachePlan.dense(STEPS)
     around = _steps(boundary, boundary + 1)
-    _run(denoiser, case, attrs.evolve(dense, reuse_residual=around))
-    np.testing.assert_array_equal(denoiser.last_run.blocks_ran[boundary : boundary + 2], [True, False])
-    _run(denoiser, case, attrs.evolve(dense, cond_only=around, cfg_weights=np.ones((STEPS, 2), np.float32)))
-    np.testing.assert_array_equal(denoiser.last_run.unconditional_ran[boundary : boundary + 2], [True, False])
+    report = _run(denoiser, case, attrs.evolve(dense, reuse_residual=around)).cache_report
+    np.testing.assert_array_equal(report.blocks_ran[boundary : boundary + 2], [True, False])
+    cfg_weights = np.ones((STEPS, 2), np.float32)
+    report = _run(denoiser, case, attrs.evolve(dense, cond_only=around, cfg_weights=cfg_weights)).cache_report
+    np.testing.assert_array_equal(report.unconditional_ran[boundary : boundary + 2], [True, False])
     rule = SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=STEPS)
-    _run(denoiser, case, attrs.evolve(dense, rule=rule, force_compute=_steps(0)))
+    report = _run(denoiser, case, attrs.evolve(dense, rule=rule, force_compute=_steps(0))).cache_report
     expected = experts == experts[np.arange(STEPS) - 1]  # reuse except where the expert changes
     expected[0] = False
-    np.testing.assert_array_equal(denoiser.last_run.transformer_ran, ~expected)
+    np.testing.assert_array_equal(report.transformer_ran, ~expected)
 
 
 @pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
@@ -163,7 +165,7 @@ def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
     plan = plan_sampling(request)
     plan = attrs.evolve(plan, cache=attrs.evolve(CachePlan.dense(2), reuse_residual=np.array([False, True])))
     denoiser = JaxDenoiser([model])
-    got = np.asarray(denoiser.denoise(latents, plan, context, negative))
+    run = denoiser.denoise(latents, plan, context, negative)
 
     kv = model.cross_attention_kv(jnp.concatenate([context, negative]))
     grid = model.token_grid(latents.shape)
@@ -177,8 +179,8 @@ def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
         conditional, unconditional = jnp.split(model.head(tokens + residual, time, grid), 2)
         velocity = unconditional + plan.guidance_scales[i] * (conditional - unconditional)
         state = solver_step(state, velocity, plan.solver.row(i))
-    np.testing.assert_array_equal(denoiser.last_run.blocks_ran, [True, False])
-    assert_close(got, np.asarray(state.sample), RELATIVE_TOLERANCE)
+    np.testing.assert_array_equal(run.cache_report.blocks_ran, [True, False])
+    assert_close(np.asarray(run.latents), np.asarray(state.sample), RELATIVE_TOLERANCE)
 
 
 def test_calibration_records_the_norms_of_the_block_residual():
@@ -187,8 +189,7 @@ def test_calibration_records_the_norms_of_the_block_residual():
     latents, context, negative = case_inputs()
     denoiser = JaxDenoiser([model])
     plan = attrs.evolve(case_plan(case.experts, STEPS), cache=attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
-    denoiser.denoise(latents, plan, context, negative)
-    norms = denoiser.last_run.residual_norms  # [S, P, T]
+    norms = denoiser.denoise(latents, plan, context, negative).cache_report.residual_norms  # [S, P, T]
 
     x = jnp.concatenate([jnp.asarray(latents)] * 2)  # step 0 sees the initial latents
     tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[0], jnp.float32))

@@ -56,10 +56,6 @@ class RecordingDenoiser:
         self.ran.append(plan)
         return self.inner.denoise(latents, plan, *args, **kwargs)
 
-    @property
-    def last_run(self):
-        return self.inner.last_run
-
 
 def test_warmup_compiles_for_the_full_plan_and_runs_both_experts(tiny_a14b_checkpoint):
     from dependency_injector import providers

@@ -116,7 +116,7 @@ def _wanjax_latents(denoisers, num_experts: int, request: GenerationRequest, bou
     text = _text()
     context, negative = _padded(text[PROMPT]), _padded(text[NEGATIVE])
     denoiser.prepare(latents, plan, context, negative)
-    final = np.asarray(denoiser.denoise(latents, plan, context, negative))
+    final = np.asarray(denoiser.denoise(latents, plan, context, negative).latents)
     return final[0].transpose(3, 0, 1, 2)  # [C, F, H, W]
 
 

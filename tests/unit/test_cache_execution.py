@@ -37,6 +37,7 @@ from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.requests import GenerationRequest
@@ -152,7 +153,7 @@ class CountingAttention:
         return XlaAttention()(q, k, v)
 
 
-def _counted_run(cache: CachePlan, *, scan: bool) -> tuple[Counter, JaxDenoiser]:
+def _counted_run(cache: CachePlan, *, scan: bool) -> tuple[Counter, CacheRunReport]:
     attention = CountingAttention()
     runtime = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32, attention=attention)
     denoiser = JaxDenoiser([WanTransformer(SPEC, runtime, rngs=nnx.Rngs(0))], DenoiserOptions(scan_diffusion_loop=scan))
@@ -162,9 +163,10 @@ def _counted_run(cache: CachePlan, *, scan: bool) -> tuple[Counter, JaxDenoiser]
     rng = np.random.default_rng(0)
     latents = rng.standard_normal(LATENTS, dtype=np.float32)
     context, negative = (rng.standard_normal((1, 7, 32), dtype=np.float32) for _ in range(2))
-    jax.block_until_ready(denoiser.denoise(latents, plan, context, negative))
+    denoised = denoiser.denoise(latents, plan, context, negative)
+    jax.block_until_ready(denoised.latents)
     jax.effects_barrier()
-    return Counter(attention.rows), denoiser
+    return Counter(attention.rows), denoised.cache_report
 
 
 def _steps(*indices: int) -> np.ndarray:
@@ -193,8 +195,7 @@ EXPECTED_BLOCK_STEPS = {  # (blocks ran on both passes, on the conditional pass 
 @pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
 @pytest.mark.parametrize("policy", list(POLICIES))
 def test_a_skipped_step_runs_no_transformer_block(policy, scan):
-    calls, denoiser = _counted_run(POLICIES[policy], scan=scan)
-    report = denoiser.last_run
+    calls, report = _counted_run(POLICIES[policy], scan=scan)
     both = int((report.blocks_ran & report.unconditional_ran).sum())
     conditional_only = int((report.blocks_ran & ~report.unconditional_ran).sum())
     assert calls == Counter({2: both * CALLS_PER_BLOCK_STACK, 1: conditional_only * CALLS_PER_BLOCK_STACK}) - Counter()
@@ -205,7 +206,6 @@ def test_a_skipped_step_runs_no_transformer_block(policy, scan):
 
 
 def test_a_dense_run_reports_every_step_ran():
-    calls, denoiser = _counted_run(DENSE, scan=False)
-    report = denoiser.last_run
+    calls, report = _counted_run(DENSE, scan=False)
     assert report.blocks_ran.all() and report.unconditional_ran.all() and report.transformer_ran.all()
     assert calls == Counter({2: STEPS * CALLS_PER_BLOCK_STACK}) and report.residual_norms is None

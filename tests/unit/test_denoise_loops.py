@@ -44,7 +44,7 @@ def _denoise(case: Case, options: DenoiserOptions, experts=None, sample_solver: 
     latents, context, negative = case_inputs()
     plan = case_plan(case.experts, 6, sample_solver)
     denoiser.prepare(latents, plan, context, negative, case.conditioning)
-    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning))
+    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning).latents)
 
 
 PLAIN = DenoiserOptions(use_kv_cache=False, scan_diffusion_loop=False)
