@@ -14,6 +14,7 @@ import numpy as np
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 from wanjax.entrypoints.interrupts import Interrupted, signals_interrupt
+from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
     from wanjax.domain.config import GenerationConfig
@@ -46,6 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
         _add_generation_arguments(sub)
     commands.add_parser("presets", help="list the presets")
     _add_bench_parser(commands)
+    add_serve_parser(commands)
     return parser
 
 
@@ -129,6 +131,10 @@ def _run_command(args: argparse.Namespace) -> int:
         return _generate(args, plan_only=True)
     if args.command == "bench":
         return _bench(args)
+    if args.command == "serve":
+        from wanjax.entrypoints.serve import serve
+
+        return serve(args, _overrides(args))
     return _generate(args)
 
 
@@ -140,7 +146,7 @@ def _overrides(args: argparse.Namespace) -> dict[str, object]:
             raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set scan_layers=false")
         overrides[key.strip()] = value
     for flag, key in FLAG_KEYS.items():
-        value = getattr(args, flag)
+        value = getattr(args, flag, None)  # `serve` has --set alone
         if value is not None:
             overrides[key] = value
     return overrides

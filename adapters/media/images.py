@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 
@@ -11,17 +13,26 @@ from wanjax.domain.errors import InvalidRequestError
 
 def read_image(path: Path) -> np.ndarray:
     """RGB pixels [H, W, 3] uint8; an unreadable file is an InvalidRequestError naming it."""
+    return _decoded(path, f"image {path}")
+
+
+def decode_image(data: bytes, what: str) -> np.ndarray:
+    """`read_image` of a file's bytes (`what` names them in errors, e.g. the request field)."""
+    return _decoded(io.BytesIO(data), what)
+
+
+def _decoded(source: Path | BinaryIO, what: str) -> np.ndarray:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with Image.open(source) as image:
             return np.asarray(image.convert("RGB"))
     except FileNotFoundError:
-        raise InvalidRequestError(f"image {path} does not exist") from None
+        raise InvalidRequestError(f"{what} does not exist") from None
     except Image.DecompressionBombError as err:
-        raise InvalidRequestError(f"image {path} is too large to read safely ({err}); resize it first") from None
+        raise InvalidRequestError(f"{what} is too large to read safely ({err}); resize it first") from None
     except (UnidentifiedImageError, OSError) as err:
-        raise InvalidRequestError(f"image {path} is not a readable png/jpg image ({err})") from None
+        raise InvalidRequestError(f"{what} is not a readable png/jpg image ({err})") from None
 
 
 def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:

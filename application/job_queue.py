@@ -1,0 +1,78 @@
+"""The bounded queue in front of the one worker: first in, first out, with compatible requests
+taken together so that one `generate_batch` (one compiled step) serves them."""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+
+from wanjax.domain.batch import shared_request
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.requests import GenerationRequest
+
+
+class QueueFull(Exception):
+    """The queue holds `capacity` jobs; try again later."""
+
+
+class JobQueue:
+    """Job ids with their requests, oldest first. `put` refuses past `capacity`; `restore` (jobs
+    accepted before a restart) never does, so nothing accepted is dropped."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"queue capacity must be at least 1, got {capacity}")
+        self.capacity = capacity
+        self._jobs: OrderedDict[str, GenerationRequest] = OrderedDict()
+        self._changed = threading.Condition()
+
+    def __len__(self) -> int:
+        with self._changed:
+            return len(self._jobs)
+
+    def put(self, job_id: str, request: GenerationRequest, *, accept: Callable[[], None] = lambda: None) -> None:
+        """Queues the job, calling `accept()` (e.g. record it) first while the queue is held, so no
+        other `put` takes its place meanwhile; raises QueueFull when there is no room."""
+        with self._changed:
+            if len(self._jobs) >= self.capacity:
+                raise QueueFull(f"the queue holds {self.capacity} jobs")
+            accept()
+            self._jobs[job_id] = request
+            self._changed.notify_all()
+
+    def restore(self, job_id: str, request: GenerationRequest) -> None:
+        with self._changed:
+            self._jobs[job_id] = request
+            self._changed.notify_all()
+
+    def remove(self, job_id: str) -> bool:
+        """Takes a queued job out (cancelled); False when it is not queued (running or finished)."""
+        with self._changed:
+            return self._jobs.pop(job_id, None) is not None
+
+    def take(self, max_batch: int, timeout: float | None = None) -> list[tuple[str, GenerationRequest]]:
+        """Waits for a job; returns it with up to `max_batch - 1` later queued jobs that can share
+        its batch (`shared_request`: they differ only in prompt, negative prompt and seed). Empty
+        when `timeout` passes first."""
+        with self._changed:
+            if not self._changed.wait_for(lambda: self._jobs, timeout):
+                return []
+            head_id, head = next(iter(self._jobs.items()))
+            batch = [(head_id, head)]
+            for job_id, request in list(self._jobs.items())[1:]:
+                if len(batch) == max_batch:
+                    break
+                if _compatible(head, request):
+                    batch.append((job_id, request))
+            for job_id, _ in batch:
+                del self._jobs[job_id]
+            return batch
+
+
+def _compatible(first: GenerationRequest, other: GenerationRequest) -> bool:
+    try:
+        shared_request([first, other])
+    except InvalidRequestError:
+        return False
+    return True

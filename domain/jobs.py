@@ -1,0 +1,77 @@
+"""Generation jobs as a server keeps them: accepted, queued, run, finished; and where they are kept."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import attrs
+
+
+class JobStatus(str, enum.Enum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class JobCancelled(Exception):
+    """Raised by a step callback to stop a run whose every job was cancelled."""
+
+
+@attrs.frozen(kw_only=True)
+class Job:
+    """One accepted request. `body` is the request as the client sent it (JSON text), enough to run
+    it again after a restart; times are seconds since the epoch; `timings` the run's phases (s)."""
+
+    id: str
+    body: str
+    status: JobStatus = JobStatus.QUEUED
+    created_at: float
+    started_at: float | None = None
+    finished_at: float | None = None
+    steps_done: int = 0
+    steps_total: int = 0
+    error: str | None = None
+    output: str | None = None
+    timings: dict[str, float] = attrs.field(factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """What the API answers about the job (the request body left out)."""
+        timings = dict(self.timings)
+        if self.started_at is not None:
+            timings["queued"] = self.started_at - self.created_at
+        if self.finished_at is not None:
+            timings["total"] = self.finished_at - self.created_at
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "progress": {"steps_done": self.steps_done, "steps_total": self.steps_total},
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "timings": timings,
+            "error": self.error,
+        }
+
+
+class JobStore(Protocol):
+    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
+
+    def add(self, job: Job) -> None: ...
+
+    def update(self, job: Job) -> None:
+        """Replaces the record of `job.id`."""
+        ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def unfinished(self) -> Sequence[Job]:
+        """Queued and running jobs, oldest first."""
+        ...

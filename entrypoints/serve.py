@@ -1,0 +1,59 @@
+"""`wanjax serve`: one process owns the model and serves the HTTP API (docs/serving.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+
+def add_serve_parser(commands: argparse._SubParsersAction) -> None:
+    serve = commands.add_parser("serve", help="serve the HTTP API (POST /v1/videos, ...); one process owns the model")
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
+    serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="any config key, the defaults of every request; repeatable")  # fmt: skip
+    serve.add_argument("--output-dir", type=Path, default=Path("wanjax-server"),
+                       help="where the videos (ID.mp4) and the job records (jobs.sqlite) go")  # fmt: skip
+    serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
+                       help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open)")  # fmt: skip
+    serve.add_argument("--queue-size", type=int, default=64, help="jobs waiting at most; more are refused with 429")
+    serve.add_argument("--max-batch", type=int, default=4,
+                       help="queued jobs of the same size, frames and steps run as one batch of at most this many")  # fmt: skip
+
+
+def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+    """Runs until SIGINT/SIGTERM. Jobs that were accepted and not finished when the process ended
+    (however it ended) run again when it restarts on the same --output-dir."""
+    import uvicorn
+
+    from wanjax.adapters.sqlite_jobs import SqliteJobStore
+    from wanjax.application.caches import configure_compilation_cache
+    from wanjax.application.container import build_container
+    from wanjax.application.job_runner import JobRunner
+    from wanjax.application.presets import resolve_config
+    from wanjax.domain.errors import ConfigError
+    from wanjax.entrypoints.http_api import build_app
+
+    if args.queue_size < 1 or args.max_batch < 1:
+        raise ConfigError("--queue-size and --max-batch must be at least 1")
+    config = resolve_config(args.model, overrides)
+    configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
+    service = build_container(config).service()
+    output_dir = args.output_dir.absolute()
+    runner = JobRunner(
+        service,
+        config,
+        SqliteJobStore(output_dir / "jobs.sqlite"),
+        output_dir=output_dir,
+        queue_capacity=args.queue_size,
+        max_batch=args.max_batch,
+    )
+    runner.start()
+    try:
+        uvicorn.run(build_app(runner, token=args.token), host=args.host, port=args.port, log_level="warning")
+    finally:
+        runner.stop(timeout=0)
+    return 0
