@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 import numpy as np
 
 from wanjax.domain.ports import TextEncoder
 from wanjax.domain.requests import GenerationRequest
+
+log = logging.getLogger(__name__)
 
 
 def encode_prompts(
@@ -42,4 +45,17 @@ def _groups(requests: Sequence[GenerationRequest], *, batched: bool) -> list[lis
 def _encode_distinct(encoder: TextEncoder, texts: list[str], max_sequence_length: int) -> np.ndarray:
     distinct = list(dict.fromkeys(texts))
     embeddings = encoder.encode(distinct, max_sequence_length)  # [distinct, L, D]
+    _warn_if_cut(distinct, embeddings)
     return embeddings[[distinct.index(text) for text in texts]]
+
+
+def _warn_if_cut(texts: list[str], embeddings: np.ndarray) -> None:
+    """Rows are zero past a text's tokens, so a text whose last row is not zero filled every token
+    and was most likely cut to fit: said on stderr, since the video ignores the rest."""
+    for text, rows in zip(texts, embeddings):
+        if np.any(rows[-1]):
+            shown = text if len(text) <= 60 else f"{text[:57]}..."
+            log.warning(
+                "wanjax: warning: the prompt %r fills all %d text tokens (max_sequence_length); the rest of it "
+                "was cut and has no effect", shown, len(rows),
+            )  # fmt: skip
