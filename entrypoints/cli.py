@@ -215,9 +215,10 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     service = container.service()
     service.check(requests)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
-    latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
-    frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
-    check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
+    if is_primary():  # the only process that writes; the others' file systems may not have the folder
+        latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
+        frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
+        check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
     if plan_only or args.verbose:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
     if plan_only:
