@@ -76,7 +76,28 @@ def resolve_config(
     config = _layered(GenerationConfig(), layers)
     if read_checkpoint:
         config = _layered(_with_checkpoint_settings(config), layers)
-    return config
+    return _one_expert_switch(config, [source for source, _ in layers])
+
+
+EXPERT_SWITCH_KEYS = ("boundary_ratio", "expert_switch_step")
+
+
+def _one_expert_switch(config: GenerationConfig, layer_sources: list[str]) -> GenerationConfig:
+    """boundary_ratio and expert_switch_step both place Wan 2.2's expert switch: when two
+    layers set one each (a checkpoint's boundary and a few-step preset's switch step), the
+    higher layer's stands and the other is unset. Both in one layer stay, for the request
+    to refuse by name."""
+    if any(getattr(config, key) is None for key in EXPERT_SWITCH_KEYS):
+        return config
+
+    def rank(key: str) -> int:
+        origin = config.origin(key)
+        return -1 if origin.startswith("checkpoint") else layer_sources.index(origin)
+
+    lower, higher = sorted(EXPERT_SWITCH_KEYS, key=rank)
+    if rank(lower) == rank(higher):
+        return config
+    return config.with_overrides({lower: None}, source=f"unset: {higher} comes from {config.origin(higher)}")
 
 
 def _check_not_a_misspelt_preset(model: str) -> None:

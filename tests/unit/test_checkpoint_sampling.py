@@ -148,3 +148,16 @@ def test_an_official_folder_gets_the_preset_of_the_repo_it_holds(tmp_path, locat
     assert config.num_inference_steps == 20  # --set still wins
     origin = config.origin("flow_shift")
     assert origin.startswith(f"checkpoint {tmp_path}") and "preset 'wan2.2-t2v-a14b'" in origin
+
+
+def test_a_switch_step_above_the_checkpoints_boundary_replaces_it(tmp_path, located):
+    located["folder"] = _folder(tmp_path, UNIPC, {"boundary_ratio": 0.875})
+    config = resolve_config(str(tmp_path), {"expert_switch_step": "2"})
+    assert (config.expert_switch_step, config.boundary_ratio) == (2, None)
+    assert config.origin("boundary_ratio") == "unset: expert_switch_step comes from --set"
+    lightning = resolve_config("wan2.2-t2v-a14b-lightning-4step")  # the preset's step over the checkpoint's ratio
+    assert (lightning.expert_switch_step, lightning.boundary_ratio) == (2, None)
+    both = resolve_config("wan2.2-t2v-a14b", {"boundary_ratio": "0.9", "expert_switch_step": "2"})
+    assert (both.boundary_ratio, both.expert_switch_step) == (0.9, 2)  # one layer sets both: the request refuses
+    replaced = resolve_config("wan2.2-t2v-a14b", {"expert_switch_step": "3"})
+    assert (replaced.boundary_ratio, replaced.expert_switch_step) == (None, 3)  # --set over the preset's ratio
