@@ -31,6 +31,16 @@ _FLOW_SIGMAS_ONLY = {
     "shift_terminal": (None, None),
     "num_train_timesteps": (1000, 1000),
 }
+_MULTISTEP_FLOW = {
+    # What diffusers' multistep solvers must say to run Wan's flow-matching order-2 update.
+    "use_flow_sigmas": (True, False),
+    "prediction_type": ("flow_prediction", "epsilon"),
+    "solver_order": (2, 2),
+    "lower_order_final": (True, True),
+    "final_sigmas_type": ("zero", "zero"),
+    "thresholding": (False, False),
+    **_FLOW_SIGMAS_ONLY,
+}
 
 
 @attrs.frozen
@@ -50,16 +60,10 @@ SCHEDULER_CLASSES = {
         shift_key="flow_shift",
         shift_default=1.0,
         required={
-            "use_flow_sigmas": (True, False),
-            "prediction_type": ("flow_prediction", "epsilon"),
             "predict_x0": (True, True),
             "solver_type": ("bh2", "bh2"),
-            "solver_order": (2, 2),
-            "lower_order_final": (True, True),
-            "final_sigmas_type": ("zero", "zero"),
             "disable_corrector": ([], []),
-            "thresholding": (False, False),
-            **_FLOW_SIGMAS_ONLY,
+            **_MULTISTEP_FLOW,
         },
     ),
     "DPMSolverMultistepScheduler": _SchedulerClass(
@@ -67,17 +71,11 @@ SCHEDULER_CLASSES = {
         shift_key="flow_shift",
         shift_default=1.0,
         required={
-            "use_flow_sigmas": (True, False),
-            "prediction_type": ("flow_prediction", "epsilon"),
             "algorithm_type": ("dpmsolver++", "dpmsolver++"),
             "solver_type": ("midpoint", "midpoint"),
-            "solver_order": (2, 2),
-            "lower_order_final": (True, True),
             "euler_at_final": (False, False),
-            "final_sigmas_type": ("zero", "zero"),
             "use_lu_lambdas": (False, False),
-            "thresholding": (False, False),
-            **_FLOW_SIGMAS_ONLY,
+            **_MULTISTEP_FLOW,
         },
     ),
     "FlowMatchEulerDiscreteScheduler": _SchedulerClass(
