@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import attrs
 import numpy as np
 
-from wanjax.application.builders import DEMO_MODEL, attention_backend, resolve_dtype, vae_runtime
+from wanjax.application.builders import DEMO_MODEL, default_platform, transformer_runtime, vae_runtime
 from wanjax.application.container import build_container
 from wanjax.application.memory import planned_on_this_device
 from wanjax.application.presets import preset_names, resolve_config
@@ -61,12 +61,16 @@ class BenchOptions:
 class BenchPlan:
     """A validated benchmark: nothing built yet."""
 
-    config: GenerationConfig
+    settings: GenerationConfig
+    """Resolved for this platform: `dtype` and `attention` are what runs."""
     architecture: Architecture
     request: GenerationRequest
     geometry: LatentGeometry
     plan: SamplingPlan  # the timed steps and one more
-    dtype: str
+
+    @property
+    def dtype(self) -> str:
+        return self.settings.model.dtype
 
     @property
     def copies(self) -> int:
@@ -77,8 +81,8 @@ class BenchPlan:
     def flops_per_step(self) -> int:
         g, a = self.geometry, self.architecture
         return transformer_flops_per_step(
-            a.transformer, g.frames, g.height, g.width, self.config.max_sequence_length, self.copies,
-            a.image_tokens, kv_cached=self.config.use_kv_cache,
+            a.transformer, g.frames, g.height, g.width, self.settings.text_encoder.max_sequence_length, self.copies,
+            a.image_tokens, kv_cached=self.settings.denoiser.use_kv_cache,
         )  # fmt: skip
 
 
@@ -93,7 +97,7 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
         raise ConfigError(f"--steps {options.steps}: must be >= 1")
     overrides = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
     config = resolve_config(options.model, overrides, read_checkpoint=False)  # no checkpoint: random weights
-    architecture = _with_layers(_architecture(config.model), options.layers)
+    architecture = _with_layers(_architecture(config.model.location), options.layers)
     request = attrs.evolve(
         config.request(
             "benchmark", height=options.height, width=options.width, num_frames=options.num_frames,
@@ -106,8 +110,8 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
     # one step more than timed: the first also builds the KV cache and moves the inputs in
     plan = plan_sampling(attrs.evolve(request, num_inference_steps=options.steps + 1), **experts)
     return BenchPlan(
-        config=config, architecture=architecture, request=request, geometry=geometry, plan=plan,
-        dtype=resolve_dtype(config.dtype),
+        settings=config.resolved(default_platform()), architecture=architecture, request=request,
+        geometry=geometry, plan=plan,
     )  # fmt: skip
 
 
@@ -130,13 +134,13 @@ def _with_layers(architecture: Architecture, layers: int | None) -> Architecture
 
 def bench_workload(bench: BenchPlan) -> Workload:
     """What the timed transformer steps hold in memory (the VAE decode, with --vae, is not planned)."""
-    config, architecture = bench.config, bench.architecture
+    denoiser, architecture = bench.settings.denoiser, bench.architecture
     return Workload(
         transformer=architecture.transformer, num_experts=architecture.num_experts, rows=bench.copies,
         tokens=bench.geometry.tokens(architecture.transformer.patch_size),
-        text_tokens=config.max_sequence_length, image_tokens=architecture.image_tokens,
-        weights_dtype=bench.dtype, activations_dtype=bench.dtype,
-        attention=attention_backend(config.attention), kv_cache=config.use_kv_cache,
+        text_tokens=bench.settings.text_encoder.max_sequence_length, image_tokens=architecture.image_tokens,
+        weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
+        attention=denoiser.attention, kv_cache=denoiser.use_kv_cache,
     )  # fmt: skip
 
 
@@ -154,7 +158,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
     memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
     decode = None
     if options.vae:
-        vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.dtype, bench.config))
+        vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.settings.vae))
         decode = jax_bench.time_decode(vae, timing.latents)
     device = jax_bench.default_device()
     peak = _peak(device, bench.dtype)
@@ -167,7 +171,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         layers=bench.architecture.transformer.num_layers,
         shape=_shape(bench),
         dtype=bench.dtype,
-        attention=attention_backend(bench.config.attention),  # what ran: `auto` resolved
+        attention=bench.settings.denoiser.attention,  # what ran: `auto` resolved
         steps=bench.request.num_inference_steps,
         seconds_per_step=timing.seconds_per_step,
         flops_per_step=bench.flops_per_step,
@@ -185,15 +189,15 @@ def run_bench(options: BenchOptions) -> BenchResult:
 def _time_transformer(bench: BenchPlan) -> DenoiseTiming:
     """The guided steps; the experts' weights are freed on return, before the VAE's are made."""
     from wanjax.adapters.jax.bench import random_transformer, time_denoising
-    from wanjax.adapters.jax.denoising import DenoiserOptions
-    from wanjax.adapters.jax.dtypes import jax_dtype
-    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.adapters.jax.denoising.program import DenoiserOptions
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
 
-    config, architecture, dtype = bench.config, bench.architecture, jax_dtype(bench.dtype)
-    attention = build_container(config).attention()
-    runtime = TransformerRuntime(dtype=dtype, param_dtype=dtype, scan_layers=config.scan_layers, attention=attention)
+    settings, architecture = bench.settings, bench.architecture
+    attention = build_container(settings).attention()
+    runtime = transformer_runtime(settings.denoiser, settings.model.dtype, attention, None, None)
     experts = [random_transformer(architecture.transformer, runtime, seed) for seed in range(architecture.num_experts)]
-    options = DenoiserOptions(use_kv_cache=config.use_kv_cache, scheduler_dtype=jax_dtype(config.scheduler_dtype))
+    denoiser = settings.denoiser
+    options = DenoiserOptions(use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype))
     context, negative, conditioning = _inputs(bench)
     shape = bench.geometry.shape
     return time_denoising(experts, options, bench.plan, shape, context, negative, conditioning)
@@ -204,7 +208,7 @@ def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioni
     image-to-video models, random image conditioning of the shapes the real encoders give."""
     rng = np.random.default_rng(0)
     spec, g = bench.architecture.transformer, bench.geometry
-    text = (1, bench.config.max_sequence_length, spec.text_dim)
+    text = (1, bench.settings.text_encoder.max_sequence_length, spec.text_dim)
     context = rng.standard_normal(text, dtype=np.float32)
     negative = rng.standard_normal(text, dtype=np.float32) if bench.request.uses_guidance else None
     extra, image_tokens = bench.architecture.extra_channels, bench.architecture.image_tokens
@@ -226,7 +230,7 @@ def _shape(bench: BenchPlan) -> dict[str, object]:
 def _peak(device: DeviceInfo, dtype: str) -> Peak:
     """The datasheet peak of a listed accelerator, else a measured matmul ceiling (CPUs)."""
     from wanjax.adapters.jax.bench import measured_matmul_flops
-    from wanjax.adapters.jax.dtypes import jax_dtype
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
 
     listed = device_peak(device.kind) if device.platform != "cpu" else None
     if listed is not None:
@@ -249,7 +253,7 @@ def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
     g = bench.geometry
     return time_diffusers_steps(
         bench.architecture.transformer, (bench.copies, g.frames, g.height, g.width, g.channels),
-        bench.config.max_sequence_length, bench.architecture.image_tokens,
+        bench.settings.text_encoder.max_sequence_length, bench.architecture.image_tokens,
         guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,
         steps=bench.request.num_inference_steps,
     )  # fmt: skip

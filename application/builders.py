@@ -1,19 +1,40 @@
-"""Builder functions the container points at. Each imports its backend inside, so building a
-container (or a JAX-only run) never imports torch, and nothing heavy loads before it is asked for.
+"""The functions the container composes: each takes its settings section and returns one adapter.
+
+Each imports its backend inside, so building a container (or a JAX-only run) never imports
+torch, and nothing heavy loads before it is asked for. The sections they get are resolved
+(`GenerationConfig.resolved`): no `auto` dtype or attention is left to decide here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.lora import loras_per_expert
-from wanjax.domain.config import GenerationConfig
 from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
+from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
+from wanjax.domain.sharding import MeshShape
+
+if TYPE_CHECKING:
+    from jax.sharding import Mesh
+
+    from wanjax.adapters.jax.attention.xla import AttentionFn
+    from wanjax.adapters.jax.transformer.experts import ExpertLoading
+    from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
+    from wanjax.adapters.jax.sharding.activations import ActivationSharding
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime
+    from wanjax.domain.sharding import LogicalRules
 
 DEMO_MODEL = "demo"
+
+
+def default_platform() -> str:
+    """JAX's default platform ("cpu", "gpu" or "tpu"), which decides every `auto` setting."""
+    import jax
+
+    return jax.default_backend()
 
 
 def locate_model(model: str) -> Path:
@@ -27,61 +48,46 @@ def locate_model(model: str) -> Path:
     return locate_checkpoint(model)
 
 
-def replaced_files(config: GenerationConfig) -> ReplacedFiles:
-    """The component files config `transformer_file`, ..., `image_encoder_file` give."""
+def replaced_files(model: ModelSettings) -> ReplacedFiles:
+    """The component files `transformer_file`, ..., `image_encoder_file` name."""
     return ReplacedFiles(
-        transformer=config.transformer_file, transformer_2=config.transformer_2_file, vae=config.vae_file,
-        text_encoder=config.text_encoder_file, image_encoder=config.image_encoder_file,
+        transformer=model.transformer_file, transformer_2=model.transformer_2_file, vae=model.vae_file,
+        text_encoder=model.text_encoder_file, image_encoder=model.image_encoder_file,
     )  # fmt: skip
 
 
-def open_checkpoint(folder: Path, replaced: ReplacedFiles = ReplacedFiles()) -> Checkpoint:
+def open_checkpoint(folder: Path, model: ModelSettings) -> Checkpoint:
     """Opens `folder` (diffusers or official layout) and verifies every config and weight-file
-    header: bad files fail here, before loading. `replaced` files are verified instead of the
-    folder's own, which then need not be there."""
+    header: bad files fail here, before loading. Replaced component files are verified instead
+    of the folder's own, which then need not be there."""
     from wanjax.adapters.checkpoints.layout import open_checkpoint_folder
 
-    checkpoint = open_checkpoint_folder(folder, replaced)
+    checkpoint = open_checkpoint_folder(folder, replaced_files(model))
     checkpoint.verify()
     return checkpoint
 
 
-def resolve_dtype(name: str) -> str:
-    """`auto` is bfloat16 on accelerators and float32 on CPU."""
-    if name != "auto":
-        return name
-    import jax
-
-    return "float32" if jax.default_backend() == "cpu" else "bfloat16"
-
-
-def build_text_encoder(
-    checkpoint: Checkpoint,
-    dtype: str,
-    encoder_dtype: str = "auto",
-    compile_encoder: bool = False,
-    embeddings_cache_dir: str | None = None,
-) -> TextEncoder:
-    """UMT5 in `encoder_dtype` (`auto`: as `dtype`), torch.compile'd with `compile_encoder`; with
-    `embeddings_cache_dir` (config `text_embeddings_cache_dir`) wrapped in a `CachedTextEncoder`,
-    which builds it (imports torch) only when a prompt batch is not cached."""
+def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) -> TextEncoder:
+    """UMT5 in the section's dtype, torch.compile'd with `compile`; with an embeddings cache
+    folder wrapped in a `CachedTextEncoder`, which builds it (imports torch) only when a prompt
+    batch is not cached."""
     files = checkpoint.text_encoder_files()
-    encoder_dtype = dtype if encoder_dtype == "auto" else encoder_dtype
 
     def umt5() -> TextEncoder:
         from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
-        return Umt5TextEncoder.from_files(files, dtype=encoder_dtype, compile=compile_encoder)
+        return Umt5TextEncoder.from_files(files, dtype=settings.dtype, compile=settings.compile)
 
     from wanjax.application.caches import cache_folder
 
-    folder = cache_folder(embeddings_cache_dir, "text")
+    folder = cache_folder(settings.embeddings_cache_dir, "text")
     if folder is None:
         return umt5()
     from wanjax.adapters.text_embeddings import CachedTextEncoder, encoder_identity
 
-    settings = {"dtype": encoder_dtype, "compile": compile_encoder}
-    identity = encoder_identity((files.weights, files.preprocessing), settings)
+    identity = encoder_identity(
+        (files.weights, files.preprocessing), {"dtype": settings.dtype, "compile": settings.compile}
+    )
     return CachedTextEncoder(umt5, folder, identity)
 
 
@@ -95,181 +101,182 @@ def build_image_encoder(checkpoint: Checkpoint, dtype: str) -> ImageEncoder | No
     return ClipImageEncoder.from_files(files, dtype=dtype)
 
 
-def attention_backend(name: str) -> str:
-    """The attention backend config `attention` runs on JAX's default platform (`auto` resolved)."""
-    import jax
-
-    from wanjax.domain.attention import resolve_attention
-
-    return resolve_attention(name, jax.default_backend())
-
-
-def blockwise_attention() -> Any:
+def blockwise_attention() -> AttentionFn:
     """Online-softmax attention in plain XLA: memory bounded by its blocks, on every platform."""
-    from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
+    from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
 
     return BlockwiseAttention()
 
 
-def cudnn_attention() -> Any:
+def cudnn_attention() -> AttentionFn:
     """cuDNN flash attention, our Pallas kernel where cuDNN does not apply; a ConfigError off GPUs."""
-    from wanjax.adapters.jax.cudnn_attention import CudnnAttention
+    from wanjax.adapters.jax.attention.cudnn import CudnnAttention
 
     return CudnnAttention()
 
 
-def xla_attention() -> Any:
-    import jax
+def xla_attention(platform: str) -> AttentionFn:
+    """The exact reference: `jax.nn.dot_product_attention` over the whole logit matrix."""
+    from wanjax.adapters.jax.attention.xla import XlaAttention, key_alignment_for
 
-    from wanjax.adapters.jax.attention import XlaAttention, key_alignment_for
-
-    return XlaAttention(key_alignment=key_alignment_for(jax.default_backend()))
+    return XlaAttention(key_alignment=key_alignment_for(platform))
 
 
-def pallas_attention() -> Any:
+def pallas_attention() -> AttentionFn:
     """Our Pallas flash attention: compiled on GPU (Triton) and TPU (Mosaic), interpreted (slowly) on CPU."""
-    from wanjax.adapters.jax.pallas_attention import PallasAttention
+    from wanjax.adapters.jax.attention.pallas import PallasAttention
 
     return PallasAttention()
 
 
-def tokamax_attention() -> Any:
+def tokamax_attention(platform: str) -> AttentionFn:
     """tokamax's kernels; a ConfigError naming the fix where tokamax is missing or has no kernels (CPU)."""
-    import jax
+    from wanjax.adapters.jax.attention.tokamax import TokamaxAttention
+    from wanjax.adapters.jax.attention.xla import key_alignment_for
 
-    from wanjax.adapters.jax.attention import key_alignment_for
-    from wanjax.adapters.jax.tokamax_attention import TokamaxAttention
-
-    return TokamaxAttention(key_alignment=key_alignment_for(jax.default_backend()))
+    return TokamaxAttention(key_alignment=key_alignment_for(platform))
 
 
-def build_mesh(config: GenerationConfig, checkpoint: Checkpoint) -> Any:
-    """The device mesh of config mesh_data/fsdp/tensor/context, or None for one device (all 1).
-    Checks the sizes against the devices there are and the transformer's attention heads."""
-    from wanjax.domain.sharding import MeshShape
-
-    shape = MeshShape.of(config)
+def build_mesh(shape: MeshShape, context_parallel: str, checkpoint: Checkpoint) -> Mesh | None:
+    """The device mesh of `shape`, or None for one device. Checks the sizes against the devices
+    there are and the transformer's attention heads."""
     if shape.is_single_device:
         return None
-    shape.check_heads(checkpoint.transformer_spec.num_attention_heads, config.context_parallel)
+    shape.check_heads(checkpoint.transformer_spec.num_attention_heads, context_parallel)
     from wanjax.adapters.jax.sharding.mesh import build_mesh as mesh_over_devices
 
     return mesh_over_devices(shape)
 
 
-def _on_mesh(loading: Any, spec: Any, attention: Any, mesh: Any, rules: Any, context_parallel: str) -> Any:
-    """`loading` (an ExpertLoading) onto `mesh`: every parameter placed with its NamedSharding from
-    `rules`, activations pinned by them, and over a context axis context-parallel self-attention
-    (`context_parallel`: ulysses or ring) with `attention` as its per-device kernel."""
-    import attrs
+def ulysses_attention(mesh: Mesh | None, shape: MeshShape, attention: AttentionFn) -> AttentionFn | None:
+    """Context-parallel self-attention by all-to-all over the context axis, `attention` on each
+    device; None without a context axis (the blocks then use `attention` itself)."""
+    if mesh is None or shape.context == 1:
+        return None
+    from wanjax.adapters.jax.attention.context_parallel import UlyssesAttention
 
-    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+    return UlyssesAttention(mesh, attention)
+
+
+def ring_attention(mesh: Mesh | None, shape: MeshShape) -> AttentionFn | None:
+    """Context-parallel self-attention passing K/V blocks around the context axis; None without one."""
+    if mesh is None or shape.context == 1:
+        return None
+    from wanjax.adapters.jax.attention.context_parallel import RingAttention
+
+    return RingAttention(mesh)
+
+
+def activation_sharding(mesh: Mesh | None, rules: LogicalRules) -> ActivationSharding | None:
+    """Where the transformer pins its activations on `mesh` (None on one device)."""
+    if mesh is None:
+        return None
     from wanjax.adapters.jax.sharding.activations import ActivationSharding
-    from wanjax.adapters.jax.sharding.placement import ShardedPlacement
-    from wanjax.adapters.jax.sharding.rules import parameter_shardings
-    from wanjax.adapters.jax.transformer.weights import abstract_transformer
 
-    self_attention = None
-    if mesh.shape["context"] > 1:
-        self_attention = UlyssesAttention(mesh, attention) if context_parallel == "ulysses" else RingAttention(mesh)
-    runtime = attrs.evolve(
-        loading.runtime, activation_sharding=ActivationSharding(mesh, rules), self_attention=self_attention
-    )
-    placement = ShardedPlacement(parameter_shardings(abstract_transformer(spec, runtime), mesh, rules))
-    return attrs.evolve(loading, runtime=runtime, placement=placement)
+    return ActivationSharding(mesh, rules)
 
 
-def build_weights_cache(enabled: bool, folder: str) -> Any:
-    """The converted-weights cache (config `weights_cache`, `weights_cache_dir`), or None."""
+def transformer_runtime(
+    settings: DenoiserSettings,
+    engine_dtype: str,
+    attention: AttentionFn,
+    self_attention: AttentionFn | None,
+    sharding: ActivationSharding | None,
+) -> TransformerRuntime:
+    """How the experts run: the section's dtypes (with fp8 weights, all but the blocks' kernels
+    stored in `engine_dtype`) and layer scan, the attention kernels, the activations' mesh layout."""
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+
+    storage = engine_dtype if settings.is_fp8 else settings.weights_dtype
+    return TransformerRuntime(
+        dtype=jax_dtype(settings.activations_dtype), param_dtype=jax_dtype(storage),
+        scan_layers=settings.scan_layers, attention=attention, self_attention=self_attention,
+        activation_sharding=sharding,
+    )  # fmt: skip
+
+
+def build_weights_cache(startup: StartupSettings) -> ConvertedWeightsCache | None:
+    """The converted-weights cache (`weights_cache`, `weights_cache_dir`), or None."""
     from wanjax.application.caches import cache_folder
 
-    location = cache_folder(folder, "weights") if enabled else None
+    location = cache_folder(startup.weights_cache_dir, "weights") if startup.weights_cache else None
     if location is None:
         return None
-    from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache
+    from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
 
     return ConvertedWeightsCache(location)
 
 
-def build_denoiser(
+def expert_loading(
     checkpoint: Checkpoint,
-    dtype: str,
-    scan_layers: bool,
-    attention: Any,
-    loras: Sequence[str] = (),
-    loras_low: Sequence[str] = (),
-    *,
-    weights_dtype: str = "auto",
-    weights_cache: Any = None,
-    activations_dtype: str = "auto",
-    scheduler_dtype: str = "float32",
-    use_kv_cache: bool = True,
-    scan_diffusion_loop: bool = False,
-    mesh: Any = None,
-    rules: Any = None,
-    context_parallel: str = "ulysses",
-) -> Denoiser:
-    """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
-    (Wan 2.2's low-noise expert's), PATH[:SCALE] each, merged into their weights as they
-    load. Every LoRA is checked against every expert before the first weight loads.
-
-    `weights_dtype` stores the weights (`auto`: as `dtype`; `float8_e4m3fn`: the blocks'
-    matmul kernels in fp8, the rest in `dtype`); `weights_cache` (from `build_weights_cache`)
-    restores converted weights. `activations_dtype` (`auto`: as `dtype`) is the compute dtype.
-    On a `mesh` (from `build_mesh`) the weights are placed by `rules` and self-attention is
-    `context_parallel`; the rest are `DenoiserOptions`."""
-    from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
-    from wanjax.adapters.jax.dtypes import jax_dtype
+    settings: DenoiserSettings,
+    runtime: TransformerRuntime,
+    mesh: Mesh | None,
+    rules: LogicalRules,
+    weights_cache: ConvertedWeightsCache | None,
+) -> ExpertLoading:
+    """How the experts load: fp8 kernels where asked, from `weights_cache` where it has them,
+    and on a `mesh` each parameter placed with its sharding from `rules`."""
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
-    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
+    from wanjax.adapters.jax.loading.placement import ShardedPlacement
+    from wanjax.adapters.jax.sharding.rules import parameter_shardings
+    from wanjax.adapters.jax.transformer.weights import abstract_transformer
+
+    if mesh is None:
+        placement = ReplicatedPlacement()
+    else:
+        model = abstract_transformer(checkpoint.transformer_spec, runtime)
+        placement = ShardedPlacement(parameter_shardings(model, mesh, rules))
+    kernel_dtype = jax_dtype(settings.weights_dtype) if settings.is_fp8 else None
+    return ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement)
+
+
+def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: ExpertLoading) -> Denoiser:
+    """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
+    (Wan 2.2's low-noise expert's) merged into their weights as they load; every LoRA is
+    checked against every expert before the first weight loads."""
+    from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+    from wanjax.adapters.jax.denoising.program import DenoiserOptions
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.lora import with_loras
 
-    fp8 = weights_dtype == "float8_e4m3fn"
-    storage = dtype if weights_dtype == "auto" or fp8 else weights_dtype
-    compute = dtype if activations_dtype == "auto" else activations_dtype
-    runtime = TransformerRuntime(
-        dtype=jax_dtype(compute), param_dtype=jax_dtype(storage), scan_layers=scan_layers, attention=attention
-    )
-    kernel_dtype = jax_dtype(weights_dtype) if fp8 else None
-    loading = ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache)
-    if mesh is not None:
-        loading = _on_mesh(loading, checkpoint.transformer_spec, attention, mesh, rules, context_parallel)
-    per_expert = loras_per_expert(len(checkpoint.experts), loras, loras_low)
+    per_expert = loras_per_expert(len(checkpoint.experts), settings.loras, settings.loras_low)
     weights = [with_loras(checkpoint.weights(e), specs) for e, specs in zip(checkpoint.experts, per_expert)]
     options = DenoiserOptions(
-        use_kv_cache=use_kv_cache, scan_diffusion_loop=scan_diffusion_loop, scheduler_dtype=jax_dtype(scheduler_dtype)
+        use_kv_cache=settings.use_kv_cache,
+        scan_diffusion_loop=settings.scan_diffusion_loop,
+        scheduler_dtype=jax_dtype(settings.scheduler_dtype),
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
 
 
-def build_autoencoder(
-    checkpoint: Checkpoint, dtype: str, config: GenerationConfig, mesh: Any = None
-) -> VideoAutoencoder:
-    """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
-    from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
-    from wanjax.adapters.jax.vae.sharding import SpatialSharding
-    from wanjax.adapters.jax.vae.weights import load_vae
-
-    vae = load_vae(checkpoint.vae_spec, vae_runtime(dtype, config), checkpoint.weights("vae"))
-    return JaxVideoAutoencoder(vae, None if mesh is None else SpatialSharding(mesh))
-
-
-def vae_runtime(dtype: str, config: GenerationConfig) -> Any:
-    """The VAE's dtypes, chunks and tiling from `config` (its `auto` dtypes follow `dtype`)."""
-    from wanjax.adapters.jax.dtypes import jax_dtype
+def vae_runtime(settings: VaeSettings) -> VaeRuntime:
+    """The VAE's dtypes, chunks and tiling; a ConfigError for tiles that would leave gaps."""
+    from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
 
-    compute = dtype if config.vae_dtype == "auto" else config.vae_dtype
-    storage = compute if config.vae_weights_dtype == "auto" else config.vae_weights_dtype
-    size, stride = config.vae_tile_size, config.vae_tile_stride
+    size, stride = settings.tile_size, settings.tile_stride
     tiling = VaeTiling(
         tile_sample_min_height=size, tile_sample_min_width=size,
         tile_sample_stride_height=stride, tile_sample_stride_width=stride,
     )  # fmt: skip
     return VaeRuntime(
-        dtype=jax_dtype(compute),
-        param_dtype=jax_dtype(storage),
-        decode_chunk=config.vae_decode_chunk,
-        encode_chunk=config.vae_encode_chunk,
-        tiling=tiling if config.vae_tiling else None,
+        dtype=jax_dtype(settings.dtype),
+        param_dtype=jax_dtype(settings.weights_dtype),
+        decode_chunk=settings.decode_chunk,
+        encode_chunk=settings.encode_chunk,
+        tiling=tiling if settings.tiling else None,
     )
+
+
+def build_autoencoder(checkpoint: Checkpoint, runtime: VaeRuntime, mesh: Mesh | None) -> VideoAutoencoder:
+    """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
+    from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
+    from wanjax.adapters.jax.vae.sharding import SpatialSharding
+    from wanjax.adapters.jax.vae.weights import load_vae
+
+    vae = load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae"))
+    return JaxVideoAutoencoder(vae, None if mesh is None else SpatialSharding(mesh))

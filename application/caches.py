@@ -33,7 +33,7 @@ def configure_compilation_cache(setting: str | None) -> Path | None:
     """
     folder = cache_folder(setting, "xla")
     if folder is not None:
-        from wanjax.adapters.jax.compilation_cache import enable_compilation_cache
+        from wanjax.adapters.jax.platform.compilation_cache import enable_compilation_cache
 
         enable_compilation_cache(folder)
     return folder

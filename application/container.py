@@ -1,4 +1,9 @@
-"""The composition root: configuration in, a ready GenerationService out."""
+"""The composition root: configuration in, a ready GenerationService out.
+
+Every adapter is built here, from its settings section (`GenerationConfig.resolved` decides
+every `auto` once for the platform); backend choices are Selectors. Tests override any
+provider (`container.text_encoder.override(...)`) to swap an adapter for a fake.
+"""
 
 from __future__ import annotations
 
@@ -9,69 +14,69 @@ from wanjax.application.memory import MemoryPlanner
 from wanjax.application.preflight import Preflight
 from wanjax.application.service import GenerationService, ModelComponents
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.sharding import MeshShape, logical_rules
+from wanjax.domain.sharding import logical_rules
 
 
 class Container(containers.DeclarativeContainer):
-    """Singletons for everything heavy (weights, compiled code); override any provider in tests."""
+    """Singletons for everything heavy (weights, compiled code)."""
 
     config = providers.Dependency(instance_of=GenerationConfig)
+    """The config as given: presets, checkpoint and overrides layered, `auto` still undecided."""
+    platform = providers.Singleton(builders.default_platform)
+    settings = providers.Singleton(GenerationConfig.resolved, config, platform)
+    """The config with every `auto` decided for `platform`: what every builder reads."""
 
-    checkpoint_folder = providers.Singleton(builders.locate_model, config.provided.model)
-    replaced_files = providers.Singleton(builders.replaced_files, config)
-    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder, replaced_files)
-    weights_cache = providers.Singleton(
-        builders.build_weights_cache, config.provided.weights_cache, config.provided.weights_cache_dir
-    )
-    dtype = providers.Singleton(builders.resolve_dtype, config.provided.dtype)
-    attention_backend = providers.Singleton(builders.attention_backend, config.provided.attention)
+    checkpoint_folder = providers.Singleton(builders.locate_model, settings.provided.model.location)
+    checkpoint = providers.Singleton(builders.open_checkpoint, checkpoint_folder, settings.provided.model)
+
     attention = providers.Selector(
-        attention_backend,
-        xla=providers.Singleton(builders.xla_attention),
+        settings.provided.denoiser.attention,
+        xla=providers.Singleton(builders.xla_attention, platform),
         blockwise=providers.Singleton(builders.blockwise_attention),
         cudnn=providers.Singleton(builders.cudnn_attention),
         pallas=providers.Singleton(builders.pallas_attention),
-        tokamax=providers.Singleton(builders.tokamax_attention),
+        tokamax=providers.Singleton(builders.tokamax_attention, platform),
     )
 
+    mesh_shape = settings.provided.mesh.shape
     # Thread-safe: the denoiser and the VAE, which share it, are built on two threads.
-    mesh = providers.ThreadSafeSingleton(builders.build_mesh, config, checkpoint)
-    mesh_shape = providers.Singleton(MeshShape.of, config)
-    sharding_rules = providers.Singleton(logical_rules, config.provided.logical_axis_rules)
-
-    memory_planner = providers.Singleton(
-        MemoryPlanner, config, checkpoint, dtype, attention_backend, mesh_shape
+    mesh = providers.ThreadSafeSingleton(
+        builders.build_mesh, mesh_shape, settings.provided.mesh.context_parallel, checkpoint
     )
-    preflight = providers.Singleton(Preflight, config, checkpoint, mesh_shape, attention.provider, dtype)
-
-    text_encoder = providers.Singleton(
-        builders.build_text_encoder,
-        checkpoint,
-        dtype,
-        config.provided.text_encoder_dtype,
-        config.provided.compile_text_encoder,
-        config.provided.text_embeddings_cache_dir,
+    sharding_rules = providers.Singleton(logical_rules, settings.provided.mesh.logical_axis_rules)
+    self_attention = providers.Selector(
+        settings.provided.mesh.context_parallel,
+        ulysses=providers.Singleton(builders.ulysses_attention, mesh, mesh_shape, attention),
+        ring=providers.Singleton(builders.ring_attention, mesh, mesh_shape),
     )
-    denoiser = providers.Singleton(
-        builders.build_denoiser,
-        checkpoint,
-        dtype,
-        config.provided.scan_layers,
+
+    memory_planner = providers.Singleton(MemoryPlanner, settings, checkpoint)
+    
+    text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, settings.provided.text_encoder)
+    image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, settings.provided.model.dtype)
+
+    transformer_runtime = providers.Singleton(
+        builders.transformer_runtime,
+        settings.provided.denoiser,
+        settings.provided.model.dtype,
         attention,
-        config.provided.loras,
-        config.provided.loras_low,
-        weights_dtype=config.provided.weights_dtype,
-        weights_cache=weights_cache,
-        activations_dtype=config.provided.activations_dtype,
-        scheduler_dtype=config.provided.scheduler_dtype,
-        use_kv_cache=config.provided.use_kv_cache,
-        scan_diffusion_loop=config.provided.scan_diffusion_loop,
-        mesh=mesh,
-        rules=sharding_rules,
-        context_parallel=config.provided.context_parallel,
+        self_attention,
+        providers.Singleton(builders.activation_sharding, mesh, sharding_rules),
     )
-    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, dtype, config, mesh)
-    image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, dtype)
+    expert_loading = providers.Singleton(
+        builders.expert_loading,
+        checkpoint,
+        settings.provided.denoiser,
+        transformer_runtime,
+        mesh,
+        sharding_rules,
+        providers.Singleton(builders.build_weights_cache, settings.provided.startup),
+    )
+    denoiser = providers.Singleton(builders.build_denoiser, checkpoint, settings.provided.denoiser, expert_loading)
+
+    vae_runtime = providers.Singleton(builders.vae_runtime, settings.provided.vae)
+    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh)
+    preflight = providers.Singleton(Preflight, settings, checkpoint, attention.provider, vae_runtime.provider)
 
     components = providers.Singleton(
         ModelComponents,
@@ -87,11 +92,7 @@ class Container(containers.DeclarativeContainer):
         image_encoder=image_encoder.provider,
     )
     service = providers.Singleton(
-        GenerationService,
-        components,
-        max_sequence_length=config.provided.max_sequence_length,
-        batched_text_encoder=config.provided.use_batched_text_encoder,
-        preflight=preflight.provided.check,
+        GenerationService, components, settings.provided.text_encoder, preflight=preflight.provided.check
     )
 
 

@@ -142,7 +142,7 @@ class JobRunner:
                 if self._take_cancelled(job_id):
                     self._finish(job, JobStatus.CANCELLED)
                     continue
-                write_output(result.array[row : row + 1], self.output_path(job_id), self._config.fps)
+                write_output(result.array[row : row + 1], self.output_path(job_id), self._config.sampling.fps)
                 self._finish(job, JobStatus.SUCCEEDED, output=str(self.output_path(job_id)), timings=result.trace.seconds)
         except JobCancelled:
             for job_id in job_ids:

@@ -15,29 +15,27 @@ from typing import Any
 
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.lora import loras_per_expert
-from wanjax.domain.sharding import MeshShape
 
 
 class Preflight:
     """The checks of one config on one checkpoint (the service checks each batch's requests).
 
-    `attention` builds the attention backend (the container's provider: built once, kept for
-    the run), whose construction refuses a kernel this machine cannot run; `dtype` is the
-    resolved `dtype`."""
+    `attention` and `vae_runtime` build the attention backend and the VAE's runtime (the
+    container's providers: built once, kept for the run), whose construction refuses a kernel
+    this machine cannot run and VAE settings that cannot work; `settings` is resolved."""
 
     def __init__(
         self,
-        config: GenerationConfig,
+        settings: GenerationConfig,
         checkpoint: Any,
-        mesh_shape: MeshShape,
         attention: Callable[[], Any],
-        dtype: str,
+        vae_runtime: Callable[[], Any],
     ) -> None:
-        self._config = config
+        self._settings = settings
         self._checkpoint = checkpoint
-        self._mesh = mesh_shape
+        self._mesh = settings.mesh.shape
         self._attention = attention
-        self._dtype = dtype
+        self._vae_runtime = vae_runtime
         self._checked = False
 
     def check(self) -> None:
@@ -46,7 +44,7 @@ class Preflight:
             return
         self._attention()
         self._check_mesh()
-        self._check_vae_runtime()
+        self._vae_runtime()
         self._check_loras()
         self._checked = True
 
@@ -56,12 +54,8 @@ class Preflight:
         import jax
 
         self._mesh.check_devices(jax.device_count())
-        self._mesh.check_heads(self._checkpoint.transformer_spec.num_attention_heads, self._config.context_parallel)
-
-    def _check_vae_runtime(self) -> None:
-        from wanjax.application.builders import vae_runtime
-
-        vae_runtime(self._dtype, self._config)
+        heads = self._checkpoint.transformer_spec.num_attention_heads
+        self._mesh.check_heads(heads, self._settings.mesh.context_parallel)
 
     def _check_loras(self) -> None:
         """Every LoRA file's header read and its deltas matched to the expert's tensors by name and
@@ -69,7 +63,8 @@ class Preflight:
         from wanjax.adapters.lora import with_loras
 
         checkpoint = self._checkpoint
-        per_expert = loras_per_expert(len(checkpoint.experts), self._config.loras, self._config.loras_low)
+        denoiser = self._settings.denoiser
+        per_expert = loras_per_expert(len(checkpoint.experts), denoiser.loras, denoiser.loras_low)
         for expert, specs in zip(checkpoint.experts, per_expert):
             if specs:
                 with_loras(checkpoint.weights(expert), specs)

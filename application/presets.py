@@ -87,7 +87,7 @@ def _one_expert_switch(config: GenerationConfig, layer_sources: list[str]) -> Ge
     layers set one each (a checkpoint's boundary and a few-step preset's switch step), the
     higher layer's stands and the other is unset. Both in one layer stay, for the request
     to refuse by name."""
-    if any(getattr(config, key) is None for key in EXPERT_SWITCH_KEYS):
+    if any(config.value(key) is None for key in EXPERT_SWITCH_KEYS):
         return config
 
     def rank(key: str) -> int:
@@ -121,13 +121,13 @@ def _layered(config: GenerationConfig, layers: list[tuple[str, Mapping[str, Any]
 
 
 def _with_checkpoint_settings(config: GenerationConfig) -> GenerationConfig:
-    """A default config for `config.model` with the checkpoint's settings, checked against what
+    """A default config for `config.model.location` with the checkpoint's settings, checked against what
     `config` (the layers above the checkpoint) chooses."""
     from wanjax.adapters.checkpoints.official_folder import official_repo_id
     from wanjax.adapters.checkpoints.scheduler_settings import checkpoint_sampling
     from wanjax.application.builders import locate_model
 
-    folder = locate_model(config.model)
+    folder = locate_model(config.model.location)
     stated = checkpoint_sampling(folder)
     if stated.unsupported and config.origin("sample_solver") == "default":
         raise ConfigError(

@@ -21,6 +21,7 @@ from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.ports import Denoiser, ImageEncoder, StepCallback, TextEncoder, VideoAutoencoder
 from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.settings import TextEncoderSettings
 from wanjax.domain.sharding import MeshShape
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.tracing import TimingTrace
@@ -76,16 +77,16 @@ class GenerationService:
     def __init__(
         self,
         components: ModelComponents,
+        prompts: TextEncoderSettings = TextEncoderSettings(),
         *,
-        max_sequence_length: int,
-        batched_text_encoder: bool = True,
         preflight: Callable[[], None] | None = None,
     ) -> None:
-        """`preflight` (the container's `Preflight.check`) checks the config against everything that
-        needs no weights; every run calls it (in `check`) before loading anything."""
+        """`prompts` says how prompts are encoded (token length, batched or not); `preflight` (the
+        container's `Preflight.check`) checks the config against everything that needs no
+        weights; every run calls it (in `check`) before loading anything."""
         self._components = components
-        self._max_sequence_length = max_sequence_length
-        self._batched_text_encoder = batched_text_encoder
+        self._max_sequence_length = prompts.max_sequence_length
+        self._batched_text_encoder = prompts.batched
         self._preflight = preflight
         self._loaded: LoadedModel | None = None
         self._loading = threading.Lock()

@@ -1,8 +1,9 @@
-"""Generation config: every key a preset or `--set key=value` may give, typed and validated.
+"""The generation config: every key a preset or `--set key=value` may give, typed, validated and
+routed into its component's section (domain/settings.py).
 
-Keys that maxdiffusion's Wan configs use keep their names (scan_layers, flow_shift, ...).
-Engine keys (model, dtype, ...) decide what is loaded; the others are sampling defaults
-that each request may override.
+Keys that maxdiffusion's Wan configs use keep their names (scan_layers, flow_shift, ...). The
+model, engine, VAE, cache, mesh and start-up sections decide what is loaded and how; the
+sampling section holds the defaults each request may override.
 """
 
 from __future__ import annotations
@@ -14,217 +15,74 @@ from typing import Any
 
 import attrs
 
-from wanjax.domain.attention import ATTENTION_BACKENDS
-from wanjax.domain.caching.published import PUBLISHED
-from wanjax.domain.caching.settings import CONFIG_KEYS as CACHE_KEYS
-from wanjax.domain.caching.settings import POLICIES, CacheSettings, resolve_cache_settings
+from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.lora import parse_lora_specs
 from wanjax.domain.requests import GenerationRequest
-from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler
-from wanjax.domain.sharding import CONTEXT_PARALLEL, parse_rule_overrides
+from wanjax.domain.scheduling import check_sampler
+from wanjax.domain.settings import (
+    DenoiserSettings,
+    MeshSettings,
+    ModelSettings,
+    SamplingDefaults,
+    StartupSettings,
+    TextEncoderSettings,
+    VaeSettings,
+    flat_key,
+    resolved_denoiser,
+    resolved_model,
+    resolved_text_encoder,
+    resolved_vae,
+)
 
-DTYPES = ("auto", "float32", "bfloat16")
-WEIGHTS_DTYPES = ("auto", "float32", "bfloat16", "float8_e4m3fn")
-SCHEDULER_DTYPES = ("float32", "bfloat16")
+SECTIONS: dict[str, type] = {
+    "model": ModelSettings,
+    "denoiser": DenoiserSettings,
+    "text_encoder": TextEncoderSettings,
+    "vae": VaeSettings,
+    "cache": CacheSettings,
+    "mesh": MeshSettings,
+    "startup": StartupSettings,
+    "sampling": SamplingDefaults,
+}
+"""GenerationConfig's sections, by attribute name."""
 
-
-def _one_of(allowed: tuple[str, ...]):
-    def check(_: Any, attribute: attrs.Attribute, value: str) -> None:
-        if value not in allowed:
-            raise ConfigError(f"{attribute.name}={value!r}: must be one of {', '.join(allowed)}")
-
-    return check
-
-
-def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if value < 1:
-        raise ConfigError(f"{attribute.name}={value!r}: must be >= 1")
-
-
-MAX_TEXT_TOKENS = 512  # text_len of every Wan model: what their cross-attention was trained on
-
-
-def _text_tokens(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not 1 <= value <= MAX_TEXT_TOKENS:
-        raise ConfigError(
-            f"{attribute.name}={value!r}: must be from 1 to {MAX_TEXT_TOKENS} (the Wan models' text_len); longer "
-            "prompts are cut to it"
-        )
-
-
-def _optional_positive(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
-    if value is not None and value < 1:
-        raise ConfigError(f"{attribute.name}={value!r}: must be >= 1, or none")
-
-
-def _axis_rules(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-    parse_rule_overrides(value)
-
-
-def _lora_specs(_: Any, attribute: attrs.Attribute, value: tuple[str, ...]) -> None:
-    try:
-        parse_lora_specs(value)
-    except ConfigError as err:
-        raise ConfigError(f"{attribute.name}: {err}") from None
-
-
-_CACHE = CacheSettings()  # the published defaults of the cache keys
+ROUTES: dict[str, tuple[str, attrs.Attribute]] = {
+    flat_key(field): (section, field) for section, kind in SECTIONS.items() for field in attrs.fields(kind)
+}
+"""The routing table: each flat config key -> (its section, the section's field)."""
 
 
 @attrs.frozen(kw_only=True)
 class GenerationConfig:
-    """A preset with overrides applied."""
+    """A preset with overrides applied: one section per component, and where each key came from."""
 
-    # engine
-    model: str = "demo"
-    dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    scan_layers: bool = True
-    attention: str = attrs.field(default="auto", validator=_one_of(ATTENTION_BACKENDS))
-    """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py)."""
-    max_sequence_length: int = attrs.field(default=512, validator=_text_tokens)
-    loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
-    """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
-    loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
-    """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
-    # denoising speed (docs/performance.md, "Denoising speed"); none of these changes the model
-    activations_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    """The transformer's compute dtype: auto (= dtype), float32 or bfloat16."""
-    scheduler_dtype: str = attrs.field(default="float32", validator=_one_of(SCHEDULER_DTYPES))
-    """The solver state between steps and its arithmetic: float32 (as diffusers) or bfloat16."""
-    use_kv_cache: bool = True
-    """Cross-attention K/V of the text (and I2V image) computed once per generation, not every step."""
-    scan_diffusion_loop: bool = False
-    """All denoising steps as one jax.lax.scan (no per-step progress; a new step count recompiles)."""
-    use_batched_text_encoder: bool = True
-    """Prompts and negative prompts encoded in one text-encoder call (false: one call each)."""
-    text_encoder_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    """The UMT5 encoder's dtype: auto (= dtype), float32 or bfloat16 (as Wan's own code runs it)."""
-    compile_text_encoder: bool = False
-    """torch.compile the text encoder (pays a compile on the first prompt batch of each size)."""
-    # VAE at scale (docs/performance.md, "VAE decode")
-    vae_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    """The VAE's compute dtype: auto (= dtype), float32 or bfloat16."""
-    vae_weights_dtype: str = attrs.field(default="auto", validator=_one_of(DTYPES))
-    """Storage of the VAE weights: auto (= vae_dtype), float32 or bfloat16."""
-    vae_decode_chunk: int | None = attrs.field(default=1, validator=_optional_positive, metadata={"parse": int})
-    """Latent frames per step of the decode scan (memory flat in frame count); none = unrolled per frame."""
-    vae_encode_chunk: int | None = attrs.field(default=None, validator=_optional_positive, metadata={"parse": int})
-    """Pixel frames (a multiple of 4) per step of the encode scan; none = unrolled."""
-    vae_tiling: bool = False
-    """Spatial tiling of VAE decode and encode with overlap blending, for sizes that do not fit memory."""
-    vae_tile_size: int = attrs.field(default=256, validator=_positive)
-    """Tile edge in output pixels (diffusers' tile_sample_min_height/width)."""
-    vae_tile_stride: int = attrs.field(default=192, validator=_positive)
-    """Tile stride in output pixels; tiles overlap by size - stride, blended linearly."""
-    # cache policies (docs/caching.md); ranges and conflicts are checked by CacheSettings
-    cache_policy: str = attrs.field(default="none", validator=_one_of(POLICIES))
-    """The step cache: none, magcache, teacache, cfg_cache or sencache (one at a time)."""
-    cache_model: str = attrs.field(default="none", validator=_one_of(("none", *PUBLISHED)))
-    """Whose published calibration (MagCache curve, TeaCache polynomial) fills mag_ratios,
-    mag_ratios_split and teacache_coefficients when they are unset."""
-    magcache_thresh: float = _CACHE.magcache_thresh
-    magcache_K: int = _CACHE.magcache_K
-    retention_ratio: float = _CACHE.retention_ratio
-    mag_ratios: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
-    """MagCache's calibrated curve, cond/uncond interleaved (maxdiffusion: mag_ratios_base)."""
-    mag_ratios_split: int | None = attrs.field(default=None, metadata={"parse": int})
-    magcache_calibration: bool = _CACHE.magcache_calibration
-    """Run dense and record the MagCache curve of this model, dtype and step count."""
-    teacache_thresh: float = _CACHE.teacache_thresh
-    teacache_use_ret_steps: bool = _CACHE.teacache_use_ret_steps
-    teacache_coefficients: tuple[float, ...] | None = attrs.field(
-        default=None, metadata={"parse": tuple, "item": float}
-    )
-    cfg_cache_interval: int = _CACHE.cfg_cache_interval
-    cfg_cache_start_ratio: float = _CACHE.cfg_cache_start_ratio
-    cfg_cache_end_ratio: float = _CACHE.cfg_cache_end_ratio
-    cfg_cache_alpha: float = _CACHE.cfg_cache_alpha
-    sencache_thresh: float = _CACHE.sencache_thresh
-    sencache_alpha_x: float = _CACHE.sencache_alpha_x
-    sencache_alpha_t: float = _CACHE.sencache_alpha_t
-    sencache_K: int = _CACHE.sencache_K
-    sencache_start_ratio: float = _CACHE.sencache_start_ratio
-    sencache_end_ratio: float = _CACHE.sencache_end_ratio
-    # start-up (docs/performance.md, "Start-up")
-    weights_dtype: str = attrs.field(default="auto", validator=_one_of(WEIGHTS_DTYPES))
-    """Storage of the transformer weights: auto (= dtype), float32, bfloat16, or float8_e4m3fn
-    (the blocks' matmul kernels in fp8, everything else in `dtype`; computed in activations_dtype)."""
-    transformer_file: str | None = attrs.field(default=None, metadata={"parse": str})
-    """Transformer weights read from here instead of the model folder: a .safetensors file, a
-    shard index or a folder, in diffusers or original Wan / ComfyUI naming."""
-    transformer_2_file: str | None = attrs.field(default=None, metadata={"parse": str})
-    """The same for Wan 2.2 A14B's low-noise expert."""
-    vae_file: str | None = attrs.field(default=None, metadata={"parse": str})
-    """VAE weights read from here instead of the model's: a .pth or .safetensors in the original
-    Wan naming (Wan2.1_VAE.pth, ComfyUI's wan_2.1_vae.safetensors) or diffusers'."""
-    text_encoder_file: str | None = attrs.field(default=None, metadata={"parse": str})
-    """UMT5 encoder weights read from here instead of the model's: one .pth or .safetensors in the
-    official Wan naming (models_t5_umt5-xxl-enc-bf16.pth) or transformers'."""
-    image_encoder_file: str | None = attrs.field(default=None, metadata={"parse": str})
-    """CLIP image encoder weights (Wan 2.1 I2V) read from here: Wan's open-clip .pth, or a
-    .safetensors in its or transformers' naming."""
-    weights_cache: bool = False
-    """Save the converted transformer weights once (orbax) and restore them on later starts."""
-    weights_cache_dir: str = "auto"
-    """Where: auto is $WANJAX_CACHE/weights (else ~/.cache/wanjax/weights)."""
-    compilation_cache_dir: str = "auto"
-    """JAX's persistent compilation cache (set at CLI start): auto is $WANJAX_CACHE/xla (else
-    ~/.cache/wanjax/xla); empty or none turns it off."""
-    text_embeddings_cache_dir: str = "auto"
-    """Prompt embeddings kept on disk, so a run repeating its prompts skips the text encoder: auto
-    is $WANJAX_CACHE/text (else ~/.cache/wanjax/text); empty or none turns it off."""
-    warmup: bool = False
-    """Before the timed run, a 2-step run that compiles everything; its output is never written."""
-    # sharding (docs/performance.md, "Sharding")
-    mesh_data: int = attrs.field(default=1, validator=_positive)
-    """Devices splitting the rows: videos and CFG's conditional/unconditional halves."""
-    mesh_fsdp: int = attrs.field(default=1, validator=_positive)
-    """Devices splitting the rows and each weight's model-width dimension (gathered per layer)."""
-    mesh_tensor: int = attrs.field(default=1, validator=_positive)
-    """Devices splitting the attention heads and MLP columns (tensor parallelism)."""
-    mesh_context: int = attrs.field(default=1, validator=_positive)
-    """Devices splitting the video tokens (context-parallel attention). All four 1: one device."""
-    context_parallel: str = attrs.field(default="ulysses", validator=_one_of(CONTEXT_PARALLEL))
-    """Self-attention over the context axis: ulysses (all-to-all) or ring (K/V blocks passed around)."""
-    logical_axis_rules: tuple[str, ...] = attrs.field(default=(), validator=_axis_rules, metadata={"item": str})
-    """Overrides of the default logical axis rules, LOGICAL=AXIS[+AXIS] each (LOGICAL= replicates)."""
-    # sampling defaults
-    height: int = 480
-    width: int = 832
-    num_frames: int = 81
-    num_inference_steps: int = 50
-    guidance_scale: float = 5.0
-    guidance_scale_low: float | None = attrs.field(default=None, metadata={"parse": float})
-    boundary_ratio: float | None = attrs.field(default=None, metadata={"parse": float})
-    flow_shift: float = 3.0
-    sample_solver: str = attrs.field(default="unipc", validator=_one_of(SOLVERS))
-    """unipc (UniPC-2, Wan's default), dpm++ (the Wan code's DPM-Solver++) or euler (flow-match Euler)."""
-    sigma_schedule: str = attrs.field(default="official", validator=_one_of(SIGMA_SCHEDULES))
-    """The UniPC noise grid: official (the Wan code's) or diffusers (diffusers >= 0.37's), docs/sampling.md."""
-    sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
-    expert_switch_step: int | None = attrs.field(default=None, metadata={"parse": int})
-    negative_prompt: str = ""
-    seed: int = 0
-    fps: int = attrs.field(default=16, validator=_positive)
-    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False, metadata={"key": False})
+    model: ModelSettings = attrs.field(factory=ModelSettings)
+    denoiser: DenoiserSettings = attrs.field(factory=DenoiserSettings)
+    text_encoder: TextEncoderSettings = attrs.field(factory=TextEncoderSettings)
+    vae: VaeSettings = attrs.field(factory=VaeSettings)
+    cache: CacheSettings = attrs.field(factory=CacheSettings)
+    mesh: MeshSettings = attrs.field(factory=MeshSettings)
+    startup: StartupSettings = attrs.field(factory=StartupSettings)
+    sampling: SamplingDefaults = attrs.field(factory=SamplingDefaults)
+    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
     """Where each key that is not at its generic default got its value (a preset, a checkpoint,
-    --set); not a config key itself."""
+    --set)."""
 
     def __attrs_post_init__(self) -> None:
         try:
-            self.cache_settings()
-            check_sampler(self.sample_solver, self.sigma_schedule)
+            check_sampler(self.sampling.sample_solver, self.sampling.sigma_schedule)
         except InvalidRequestError as err:
             raise ConfigError(str(err)) from None
 
-    def cache_settings(self) -> CacheSettings:
-        """The cache keys as the request's CacheSettings, `cache_model`'s calibration filled in."""
-        return resolve_cache_settings({key: getattr(self, key) for key in CACHE_KEYS})
+    @staticmethod
+    def keys() -> tuple[str, ...]:
+        """Every flat key, section by section."""
+        return tuple(ROUTES)
 
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in attrs.fields(cls) if f.metadata.get("key", True))
+    def value(self, key: str) -> Any:
+        """The value of flat `key`."""
+        section, field = ROUTES[key]
+        return getattr(getattr(self, section), field.name)
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], *, source: str = "config") -> GenerationConfig:
@@ -232,10 +90,30 @@ class GenerationConfig:
         return cls().with_overrides(values, source=source)
 
     def with_overrides(self, overrides: Mapping[str, Any], *, source: str = "--set") -> GenerationConfig:
-        """A copy with `overrides` applied, each key's origin set to `source`; string values
-        are parsed to the key's type."""
+        """A copy with `overrides` (flat keys) applied, each key's origin set to `source`; string
+        values are parsed to the key's type."""
         typed = _typed(overrides, source)
-        return attrs.evolve(self, **typed, origins={**self.origins, **dict.fromkeys(typed, source)})
+        per_section: dict[str, dict[str, Any]] = {}
+        for key, value in typed.items():
+            section, field = ROUTES[key]
+            per_section.setdefault(section, {})[field.name] = value
+        try:
+            sections = {name: attrs.evolve(getattr(self, name), **values) for name, values in per_section.items()}
+        except InvalidRequestError as err:  # the cache section checks its keys together
+            raise ConfigError(str(err)) from None
+        return attrs.evolve(self, **sections, origins={**self.origins, **dict.fromkeys(typed, source)})
+
+    def resolved(self, platform: str) -> GenerationConfig:
+        """Every `auto` dtype and `attention=auto` decided for `platform` ("cpu", "gpu", "tpu"):
+        the engine dtype by the platform, each component's by the engine dtype."""
+        model = resolved_model(self.model, platform)
+        return attrs.evolve(
+            self,
+            model=model,
+            denoiser=resolved_denoiser(self.denoiser, model.dtype, platform),
+            text_encoder=resolved_text_encoder(self.text_encoder, model.dtype),
+            vae=resolved_vae(self.vae, model.dtype),
+        )
 
     def origin(self, key: str) -> str:
         """Where `key`'s value came from: the source that last set it, else "default"."""
@@ -243,14 +121,16 @@ class GenerationConfig:
 
     def describe(self, keys: tuple[str, ...] = ()) -> str:
         """One line per key (default: the sampling keys): its value and where it came from."""
-        lines = [f"  {key:<22} {getattr(self, key)!r:<14} ({self.origin(key)})" for key in keys or SAMPLING_KEYS]
+        lines = [f"  {key:<22} {self.value(key)!r:<14} ({self.origin(key)})" for key in keys or SAMPLING_KEYS]
         return "\n".join(["settings (value, where from):", *lines])
 
     def request(self, prompt: str, **overrides: Any) -> GenerationRequest:
-        """A request with this config's sampling defaults, overridden where given (None = default)."""
+        """A request with this config's sampling defaults and step cache, overridden where given
+        (None = default)."""
         names = {f.name for f in attrs.fields(GenerationRequest)}
-        values = {name: getattr(self, name) for name in names & set(self.keys())}
-        values["cache"] = self.cache_settings()
+        sampling = attrs.asdict(self.sampling, recurse=False)
+        values = {name: value for name, value in sampling.items() if name in names}
+        values["cache"] = self.cache
         values.update({k: v for k, v in overrides.items() if v is not None})
         unknown = set(values) - names
         if unknown:
@@ -314,7 +194,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
 
     Keys whose default is None name their type in metadata["parse"] and accept none/null.
     """
-    field = attrs.fields_dict(GenerationConfig)[key]
+    _, field = ROUTES[key]
     kind = field.metadata.get("parse", type(field.default))
     if "parse" in field.metadata and (value is None or str(value).strip().lower() in ("none", "null", "")):
         return None

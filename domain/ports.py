@@ -7,7 +7,6 @@ stated in each contract. Adapters implement these; tests swap in fakes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 import attrs
@@ -93,11 +92,3 @@ class VideoAutoencoder(Protocol):
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
         """Frames [B, F, H, W, 3] uint8."""
         ...
-
-
-class VideoSink(Protocol):
-    """Writes frames [F, H, W, 3] uint8 to `path`, atomically (temporary name, rename)."""
-
-    def write(self, frames: np.ndarray, path: Path, fps: int) -> None: ...
-
-

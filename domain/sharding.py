@@ -14,14 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
-
 import attrs
 
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-
-if TYPE_CHECKING:
-    from wanjax.domain.config import GenerationConfig
 
 MESH_AXES = ("data", "fsdp", "tensor", "context")
 CONTEXT_PARALLEL = ("ulysses", "ring")
@@ -34,8 +29,6 @@ MLP = "mlp"  # the feed-forward hidden width, and the 6 D modulation projection
 TEXT_EMBED = "text_embed"  # the text encoder's width (input of the text embedder)
 IMAGE_EMBED = "image_embed"  # the CLIP image tokens' width (Wan 2.1 I2V)
 NORM = "norm"  # 1-D scales, biases and modulation tables that write the residual stream
-CONV_IN = "conv_in"  # a VAE convolution's input channels
-CONV_OUT = "conv_out"  # a VAE convolution's output channels
 # Logical names of activation dimensions.
 ACTIVATION_BATCH = "activation_batch"
 ACTIVATION_LENGTH = "activation_length"  # the video tokens of the transformer
@@ -44,7 +37,7 @@ ACTIVATION_HEADS = "activation_heads"
 ACTIVATION_KV_LENGTH = "activation_kv_length"  # the text (and image) tokens of cross-attention
 
 LOGICAL_AXES = (
-    LAYERS, EMBED, HEADS, MLP, TEXT_EMBED, IMAGE_EMBED, NORM, CONV_IN, CONV_OUT,
+    LAYERS, EMBED, HEADS, MLP, TEXT_EMBED, IMAGE_EMBED, NORM,
     ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED, ACTIVATION_HEADS, ACTIVATION_KV_LENGTH,
 )  # fmt: skip
 
@@ -59,8 +52,6 @@ DEFAULT_RULES: LogicalRules = (
     (TEXT_EMBED, ("fsdp",)),
     (IMAGE_EMBED, ("fsdp",)),
     (NORM, ()),
-    (CONV_IN, ()),
-    (CONV_OUT, ()),
     (ACTIVATION_BATCH, ("data", "fsdp")),
     (ACTIVATION_LENGTH, ("context",)),
     (ACTIVATION_EMBED, ()),
@@ -68,8 +59,8 @@ DEFAULT_RULES: LogicalRules = (
     (ACTIVATION_KV_LENGTH, ()),
 )
 """Tensor parallelism over heads and MLP columns, FSDP over the other big dimension of each
-weight, rows over data and fsdp, tokens over context. The VAE's parameters (conv_in, conv_out,
-norm) stay replicated: they are small; its activations split spatially (adapters/jax/vae/sharding.py)."""
+weight, rows over data and fsdp, tokens over context. The VAE's parameters stay replicated: they
+are small; its activations split spatially (adapters/jax/vae/sharding.py)."""
 
 
 def parse_rule_overrides(overrides: Iterable[str]) -> dict[str, tuple[str, ...]]:
@@ -113,11 +104,6 @@ class MeshShape:
     fsdp: int = attrs.field(default=1, validator=_positive)
     tensor: int = attrs.field(default=1, validator=_positive)
     context: int = attrs.field(default=1, validator=_positive)
-
-    @classmethod
-    def of(cls, config: GenerationConfig) -> MeshShape:
-        """From the config keys mesh_data, mesh_fsdp, mesh_tensor, mesh_context."""
-        return cls(**{axis: getattr(config, f"mesh_{axis}") for axis in MESH_AXES})
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:

@@ -89,7 +89,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
-    from wanjax.domain.config import ATTENTION_BACKENDS, DTYPES
+    from wanjax.domain.attention import ATTENTION_BACKENDS
+    from wanjax.domain.settings import DTYPES
 
     bench = commands.add_parser(
         "bench", help="time a preset's transformer (random weights, no checkpoint) per guided denoising step"
@@ -134,11 +135,12 @@ def _run_command(args: argparse.Namespace) -> int:
     if args.command == "serve":
         from wanjax.entrypoints.serve import serve
 
-        return serve(args, _overrides(args))
+        return serve(args, set_overrides(args))
     return _generate(args)
 
 
-def _overrides(args: argparse.Namespace) -> dict[str, object]:
+def set_overrides(args: argparse.Namespace) -> dict[str, object]:
+    """The `--set KEY=VALUE` items and the flags that stand for config keys, as raw overrides."""
     overrides: dict[str, object] = {}
     for item in args.set:
         key, sep, value = item.partition("=")
@@ -163,18 +165,19 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarra
     """One request per prompt; video i gets seed + i."""
     from wanjax.domain.requests import MAX_SEED
 
-    last = config.seed + len(prompts) - 1
-    if len(prompts) > 1 and 0 <= config.seed <= MAX_SEED < last:
+    seed = config.sampling.seed
+    last = seed + len(prompts) - 1
+    if len(prompts) > 1 and 0 <= seed <= MAX_SEED < last:
         raise ConfigError(
-            f"seed={config.seed} with {len(prompts)} prompts: video i uses seed + i, up to {last}, past the "
+            f"seed={seed} with {len(prompts)} prompts: video i uses seed + i, up to {last}, past the "
             f"largest seed {MAX_SEED}; give a seed of at most {MAX_SEED - len(prompts) + 1}"
         )
-    return [config.request(prompt, image=image, seed=config.seed + i) for i, prompt in enumerate(prompts)]
+    return [config.request(prompt, image=image, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
 def _join_process_group(args: argparse.Namespace) -> None:
     """A multi-process run joins its group before anything else touches JAX; one process does nothing."""
-    from wanjax.adapters.jax.distributed import initialize, process_group
+    from wanjax.adapters.jax.platform.distributed import initialize, process_group
 
     group = process_group(
         os.environ,
@@ -189,7 +192,7 @@ def _join_process_group(args: argparse.Namespace) -> None:
 def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed."""
     _join_process_group(args)
-    from wanjax.adapters.jax.distributed import is_primary
+    from wanjax.adapters.jax.platform.distributed import is_primary
     from wanjax.adapters.media.images import read_image
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
@@ -202,8 +205,8 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     )
     from wanjax.application.presets import resolve_config
 
-    config = resolve_config(args.model, _overrides(args))
-    configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
+    config = resolve_config(args.model, set_overrides(args))
+    configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     image = read_image(args.image) if args.image is not None else None
     requests = _requests(config, args.prompt, image)
     request = requests[0]
@@ -223,7 +226,9 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
     if plan_only:
         return 0
-    warmup = service.warmup(requests, initial_latents=latents, output_type=output_type) if config.warmup else None
+    warmup = None
+    if config.startup.warmup:
+        warmup = service.warmup(requests, initial_latents=latents, output_type=output_type)
     progress = StepProgress(disable=args.quiet)
     try:
         result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=progress)
@@ -237,10 +242,12 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
         print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
         return 0
     written = output_paths(args.out, len(result.array))
-    write_output(result.array, args.out, config.fps)
+    write_output(result.array, args.out, config.sampling.fps)
     if result.calibration is not None:
         written.append(calibration_path(args.out))
-        title = f"{config.model}, {config.dtype}, {request.num_inference_steps} steps, flow_shift {request.flow_shift}"
+        dtype = container.settings().model.dtype
+        steps, shift = request.num_inference_steps, request.flow_shift
+        title = f"{config.model.location}, {dtype}, {steps} steps, flow_shift {shift}"
         write_calibration(result.calibration, written[-1], title)
     if not args.quiet:
         print(result.trace.summary())

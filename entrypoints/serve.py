@@ -40,7 +40,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     if args.queue_size < 1 or args.max_batch < 1:
         raise ConfigError("--queue-size and --max-batch must be at least 1")
     config = resolve_config(args.model, overrides)
-    configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
+    configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     service = build_container(config).service()
     output_dir = args.output_dir.absolute()
     runner = JobRunner(

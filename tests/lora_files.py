@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 from safetensors.numpy import save_file
 
-from wanjax.adapters.lora.names import BLOCK_MODULES, diffusers_module
+from wanjax.adapters.checkpoints.wan_names import BLOCK_MODULES, diffusers_module
 
 RANK = 4
 STYLES = ("diffusers", "original", "original-lora_AB", "lightx2v", "kohya")

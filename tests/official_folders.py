@@ -31,7 +31,7 @@ from official_wan import official_wan
 from tiny_wan import IMAGE_DIM, TEXT_DIM
 
 from wanjax.adapters.checkpoints.official_folder import CLIP_FILE, T5_FILE, TOKENIZER_FOLDER, VAE_FILES
-from wanjax.adapters.lora.names import BLOCK_MODULES, BLOCK_PARAMETERS, TOP_MODULES, TOP_PARAMETERS
+from wanjax.adapters.checkpoints.wan_names import BLOCK_MODULES, BLOCK_PARAMETERS, TOP_MODULES, TOP_PARAMETERS
 from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
 
 TEXT_LEN = 16  # WanModel pads the text to text_len tokens: runs use max_sequence_length=TEXT_LEN

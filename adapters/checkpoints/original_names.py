@@ -3,7 +3,7 @@
 The original checkpoints hold the same tensors in the same torch layouts as diffusers'
 `WanTransformer3DModel`, only named after the original modules (`self_attn.q`,
 `ffn.0`, `modulation`, `head.head`, ...), sometimes under a `model.diffusion_model.`
-prefix (ComfyUI). The one table of that difference is `adapters/lora/names.py`, which
+prefix (ComfyUI). The one table of that difference is `adapters/checkpoints/wan_names.py`, which
 LoRA keys in the original style need too; it follows diffusers'
 `convert_wan_transformer_to_diffusers` (including its norm2/norm3 swap: the original
 `norm3` is the affine cross-attention norm diffusers calls `norm2`).
@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from wanjax.adapters.checkpoints.weights import ComponentWeights, RenamedWeights
-from wanjax.adapters.lora.names import diffusers_module, diffusers_parameter
+from wanjax.adapters.checkpoints.wan_names import diffusers_module, diffusers_parameter
 from wanjax.domain.errors import UnsupportedModelError
 
 PREFIXES = ("model.diffusion_model.", "diffusion_model.")

@@ -22,8 +22,9 @@ import numpy as np
 from flax import nnx
 from jax.typing import DTypeLike
 
-from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
-from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.vae.model import WanVAE

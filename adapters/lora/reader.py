@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 
 from wanjax.adapters.checkpoints.safetensors_file import SafetensorsFile
-from wanjax.adapters.lora.names import diffusers_module, diffusers_parameter, original_from_kohya
+from wanjax.adapters.checkpoints.wan_names import diffusers_module, diffusers_parameter, original_from_kohya
 from wanjax.domain.errors import CheckpointError
 
 PEFT_METADATA_KEY = "lora_adapter_metadata"  # where diffusers' save_lora_weights puts LoraConfig

@@ -43,7 +43,7 @@ def _rule_plan(rule: DeviceRule, forced: np.ndarray, policy: str) -> CachePlan:
 def plan_teacache(settings: CacheSettings, experts: np.ndarray) -> CachePlan:
     rule = TeaCacheRule(
         threshold=settings.teacache_thresh,
-        coefficients=settings.teacache_coefficients,
+        coefficients=settings.teacache_polynomial,
         input_is_modulation=settings.teacache_use_ret_steps,
     )
     return _rule_plan(rule, teacache_forced(experts, use_ret_steps=settings.teacache_use_ret_steps), "teacache")

@@ -61,7 +61,7 @@ def magcache_reuse(
 
 def plan_magcache(settings: CacheSettings, experts: np.ndarray, *, uses_guidance: bool) -> CachePlan:
     """The MagCache plan: host-decided residual reuse; the cond curve alone without guidance."""
-    ratios = ratios_for_steps(settings.mag_ratios, settings.mag_ratios_split, experts)
+    ratios = ratios_for_steps(*settings.magcache_curve, experts)
     passes = ratios if uses_guidance else ratios[:, :1]
     reuse = magcache_reuse(
         passes,

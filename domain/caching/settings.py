@@ -1,18 +1,18 @@
 """What a request asks of step caching: one policy and its parameters, validated on construction.
 
-The keys are the config keys of docs/caching.md; `resolve_cache_settings` fills a preset's
-published calibration (MagCache curve, TeaCache polynomial) in where the config gives none.
+The fields are the config keys of docs/caching.md (`policy` is `cache_policy`, `model` is
+`cache_model`); `model`'s published calibration (MagCache curve, TeaCache polynomial) stands in
+where the settings give none.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
-from wanjax.domain.caching.published import published_calibration
+from wanjax.domain.caching.published import PUBLISHED, PublishedCalibration, published_calibration
 from wanjax.domain.errors import InvalidRequestError
 
 POLICIES = ("none", "magcache", "teacache", "cfg_cache", "sencache")
@@ -45,9 +45,12 @@ def _at_least(minimum: int):
     return check
 
 
-def _policy(_: Any, attribute: attrs.Attribute, value: str) -> None:
-    if value not in POLICIES:
-        _fail("cache_policy", value, f"must be one of {', '.join(POLICIES)}")
+def _one_of(key: str, allowed: tuple[str, ...]):
+    def check(_: Any, attribute: attrs.Attribute, value: str) -> None:
+        if value not in allowed:
+            _fail(key, value, f"must be one of {', '.join(allowed)}")
+
+    return check
 
 
 def _optional_numbers(*, positive: bool, even: bool = False):
@@ -76,21 +79,30 @@ class CacheSettings:
     """One step-cache policy and every parameter of every policy (docs/caching.md); the
     defaults are the published ones, the policy `none`."""
 
-    policy: str = attrs.field(default="none", validator=_policy)
+    policy: str = attrs.field(
+        default="none", validator=_one_of("cache_policy", POLICIES), metadata={"key": "cache_policy"}
+    )
+    """The step cache: none, magcache, teacache, cfg_cache or sencache (one at a time)."""
+    model: str = attrs.field(
+        default="none", validator=_one_of("cache_model", ("none", *PUBLISHED)), metadata={"key": "cache_model"}
+    )
+    """Whose published calibration (MagCache curve, TeaCache polynomial) stands in for mag_ratios,
+    mag_ratios_split and teacache_coefficients when they are unset."""
     magcache_thresh: float = attrs.field(default=0.12, validator=_in_range(0, INF))
     magcache_K: int = attrs.field(default=2, validator=_at_least(1))
     retention_ratio: float = attrs.field(default=0.2, validator=_in_range(0, 1))
     mag_ratios: tuple[float, ...] | None = attrs.field(
-        default=None, validator=_optional_numbers(positive=True, even=True)
+        default=None, validator=_optional_numbers(positive=True, even=True), metadata={"parse": tuple, "item": float}
     )
-    """The calibrated magnitude-ratio curve, cond and uncond interleaved."""
-    mag_ratios_split: int | None = attrs.field(default=None, validator=_optional_split)
+    """The calibrated magnitude-ratio curve, cond and uncond interleaved (maxdiffusion: mag_ratios_base)."""
+    mag_ratios_split: int | None = attrs.field(default=None, validator=_optional_split, metadata={"parse": int})
     """Wan 2.2 A14B: the curve's first low-noise step."""
     magcache_calibration: bool = False
+    """Run dense and record the MagCache curve of this model, dtype and step count."""
     teacache_thresh: float = attrs.field(default=0.2, validator=_in_range(0, INF))
     teacache_use_ret_steps: bool = True
     teacache_coefficients: tuple[float, ...] | None = attrs.field(
-        default=None, validator=_optional_numbers(positive=False)
+        default=None, validator=_optional_numbers(positive=False), metadata={"parse": tuple, "item": float}
     )
     cfg_cache_interval: int = attrs.field(default=5, validator=_at_least(2))
     cfg_cache_start_ratio: float = attrs.field(default=0.3334, validator=_in_range(0, 1))
@@ -109,16 +121,15 @@ class CacheSettings:
                 f"magcache_calibration=true runs dense to measure the curve; it cannot run with "
                 f"cache_policy={self.policy}: set cache_policy=none"
             )
-        if self.mag_ratios_split is not None and self.mag_ratios is not None:
-            curve_steps = len(self.mag_ratios) // 2
-            if self.mag_ratios_split >= curve_steps:
-                _fail("mag_ratios_split", self.mag_ratios_split, f"must be below the curve's {curve_steps} steps")
-        if self.policy == "magcache" and self.mag_ratios is None:
+        ratios, split = self.magcache_curve
+        if split is not None and ratios is not None and split >= len(ratios) // 2:
+            _fail("mag_ratios_split", split, f"must be below the curve's {len(ratios) // 2} steps")
+        if self.policy == "magcache" and ratios is None:
             raise InvalidRequestError(
                 "cache_policy=magcache needs mag_ratios: this model has no published MagCache curve; "
                 "measure one with magcache_calibration=true (cache_policy=none) and set mag_ratios"
             )
-        if self.policy == "teacache" and self.teacache_coefficients is None:
+        if self.policy == "teacache" and self.teacache_polynomial is None:
             raise InvalidRequestError(
                 "cache_policy=teacache needs teacache_coefficients: this model has no published TeaCache "
                 "polynomial; give one (highest power first) or choose cache_policy=magcache"
@@ -134,20 +145,20 @@ class CacheSettings:
                 "the forced zones would cover every step; their sum must be below 1"
             )
 
+    @property
+    def _published(self) -> PublishedCalibration | None:
+        return published_calibration(self.model)
 
-CONFIG_KEYS = ("cache_policy", "cache_model", *(f.name for f in attrs.fields(CacheSettings) if f.name != "policy"))
-"""The config keys that make up a CacheSettings (cache_model names the published calibration)."""
+    @property
+    def magcache_curve(self) -> tuple[tuple[float, ...] | None, int | None]:
+        """(mag_ratios, mag_ratios_split) as given, else `model`'s published curve and split."""
+        if self.mag_ratios is not None or self._published is None or self._published.mag_ratios is None:
+            return self.mag_ratios, self.mag_ratios_split
+        return self._published.mag_ratios, self.mag_ratios_split or self._published.mag_ratios_split
 
-
-def resolve_cache_settings(values: Mapping[str, Any]) -> CacheSettings:
-    """CacheSettings from config `values` (every key of CONFIG_KEYS); the published calibration of
-    `cache_model` fills mag_ratios, mag_ratios_split and teacache_coefficients where they are unset."""
-    fields = {k: v for k, v in values.items() if k not in ("cache_policy", "cache_model")}
-    published = published_calibration(values["cache_model"])
-    if published is not None:
-        if fields["mag_ratios"] is None and published.mag_ratios is not None:
-            fields["mag_ratios"] = published.mag_ratios
-            fields["mag_ratios_split"] = fields["mag_ratios_split"] or published.mag_ratios_split
-        if fields["teacache_coefficients"] is None:
-            fields["teacache_coefficients"] = published.teacache_coefficients(fields["teacache_use_ret_steps"])
-    return CacheSettings(policy=values["cache_policy"], **fields)
+    @property
+    def teacache_polynomial(self) -> tuple[float, ...] | None:
+        """teacache_coefficients as given, else `model`'s published polynomial for teacache_use_ret_steps."""
+        if self.teacache_coefficients is not None or self._published is None:
+            return self.teacache_coefficients
+        return self._published.teacache_coefficients(self.teacache_use_ret_steps)

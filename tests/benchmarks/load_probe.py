@@ -27,7 +27,7 @@ import numpy as np
 from wanjax.adapters.checkpoints.weights import ComponentWeights
 from wanjax.adapters.jax.transformer.experts import ExpertLoading
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache
+from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
 from wanjax.domain.specs import TransformerSpec
 
 GIB = 2**30
@@ -73,7 +73,7 @@ def _compile(folder: Path, cache_dir: str) -> dict[str, float]:
         if event == "/jax/compilation_cache/cache_hits":
             compiled["cache_hits"] += 1
 
-    from wanjax.adapters.jax.denoising import JaxDenoiser
+    from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
     from wanjax.domain.plan import plan_sampling
     from wanjax.domain.requests import GenerationRequest
 

@@ -11,9 +11,9 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
-from wanjax.adapters.jax.pallas_attention import PallasAttention
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
+from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.domain.flops import attention_flops, matmul_flops
 
 ON_CPU = jax.default_backend() == "cpu"

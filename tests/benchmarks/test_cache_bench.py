@@ -22,7 +22,7 @@ import pytest
 from flax import nnx
 
 from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER
-from wanjax.adapters.jax.denoising import JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.config import GenerationConfig

@@ -39,8 +39,8 @@ def _measure() -> dict[str, float]:
     import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding
 
-    from wanjax.adapters.jax.attention import XlaAttention
-    from wanjax.adapters.jax.context_parallel import QKV_SPEC, RingAttention, UlyssesAttention
+    from wanjax.adapters.jax.attention.xla import XlaAttention
+    from wanjax.adapters.jax.attention.context_parallel import QKV_SPEC, RingAttention, UlyssesAttention
 
     assert len(jax.devices()) == 8, jax.devices()
     mesh = Mesh(np.array(jax.devices()).reshape(MESH), ("data", "fsdp", "tensor", "context"))

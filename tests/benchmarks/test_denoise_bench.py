@@ -28,7 +28,8 @@ import torch
 from flax import nnx
 
 from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER
-from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, load_transformer
 from wanjax.domain.conditioning import Conditioning
@@ -127,9 +128,9 @@ def test_wanjax_step(benchmark, ceiling, name, use_kv_cache):
                                 guidance_scale=5.0, flow_shift=3.0)  # fmt: skip
     plan = plan_sampling(request)
     context, negative = models.contexts[:1], models.contexts[1:]
-    inputs = denoiser._inputs(setup.latents, context, negative, Conditioning(), abstract=False)
-    args = denoiser._step_args(denoiser._initial_state(plan, models.latents), plan, 0, inputs)
-    step = denoiser._step.prepare(*args)
+    inputs = denoiser.program.inputs(setup.latents, context, negative, Conditioning(), abstract=False)
+    args = denoiser.program.step_arguments(denoiser.program.initial_state(plan, models.latents), plan, 0, inputs)
+    step = denoiser.program.step.prepare(*args)
     jax.block_until_ready(step(*args))  # warm-up
     benchmark.pedantic(lambda: jax.block_until_ready(step(*args)), setup=ceiling.sample, rounds=setup.rounds)
     flops = transformer_flops_per_step(setup.spec, *setup.latents[1:4], setup.text_tokens, 2, kv_cached=use_kv_cache)

@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER
-from wanjax.application.builders import attention_backend
+from wanjax.application.builders import default_platform
 from wanjax.domain.architectures import WAN21_T2V_1_3B
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.flops import transformer_flops_per_step
@@ -46,7 +46,7 @@ def test_demo_preset(tmp_path, capsys):
     record = _bench(tmp_path, "--model", "demo", "--steps", "1")
     _check_consistent(record, DEMO_TRANSFORMER, [2, 5, 16, 24, 16], 64)  # the preset's 192x128, 17 frames
     assert (record["model"], record["dtype"]) == ("demo", "float32")
-    assert record["attention"] == attention_backend(GenerationConfig().attention)  # the default, resolved
+    assert record["attention"] == GenerationConfig().resolved(default_platform()).denoiser.attention  # auto, resolved
     assert record["peak_flops_source"].startswith("measured")
     printed = capsys.readouterr().out
     assert "s/step" in printed and "MFU" in printed and "GiB peak" in printed

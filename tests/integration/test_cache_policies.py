@@ -20,7 +20,8 @@ import pytest
 
 from denoiser_cases import CASES, LATENTS, Case, assert_close, case_experts, case_inputs, case_plan
 
-from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
 from wanjax.domain.plan import LOW_NOISE, plan_sampling
 from wanjax.domain.ports import Denoised

@@ -19,11 +19,11 @@ STAGES = ("text embeddings", "final latents", "frames", "mp4 bytes")
 
 def _run(config, request, mp4_path) -> tuple[np.ndarray, ...]:
     container = build_container(config)
-    embeddings = container.text_encoder().encode([request.prompt, request.negative_prompt], config.max_sequence_length)
+    embeddings = container.text_encoder().encode([request.prompt, request.negative_prompt], config.text_encoder.max_sequence_length)
     service = container.service()
     latents = service.generate(request, output_type="latent").array
     frames = service.generate(request).array
-    Mp4Sink().write(frames[0], mp4_path, config.fps)
+    Mp4Sink().write(frames[0], mp4_path, config.sampling.fps)
     return embeddings, latents, frames, np.frombuffer(mp4_path.read_bytes(), dtype=np.uint8)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wanjax.adapters.jax.distributed import process_group
+from wanjax.adapters.jax.platform.distributed import process_group
 from wanjax.domain.errors import ConfigError
 
 GENERATE = [

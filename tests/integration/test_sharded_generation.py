@@ -24,7 +24,7 @@ from wanjax.domain.config import GenerationConfig
 SIZE = dict(height=64, width=96, num_frames=9, num_inference_steps=3)  # latents 3 x 8 x 12: 72 tokens
 
 def videos(overrides):
-    config = GenerationConfig(model="demo", max_sequence_length=16, **SIZE).with_overrides(overrides)
+    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, **SIZE)).with_overrides(overrides)
     service = build_container(config).service()
     requests = [config.request(f"a red fox {i}", seed=i, negative_prompt="blurry") for i in range(4)]
     return service.generate_batch(requests).array  # [4, F, H, W, 3] uint8: 8 transformer rows with CFG
@@ -40,7 +40,7 @@ for name, overrides in json.loads(sys.argv[1]).items():
     }
 
 def cfg_cached(overrides):
-    config = GenerationConfig(model="demo", max_sequence_length=16, cache_policy="cfg_cache", **SIZE)
+    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, cache_policy="cfg_cache", **SIZE))
     config = config.with_overrides({"num_inference_steps": 4, **overrides})  # step 2 is conditional-only
     result = build_container(config).service().generate(config.request("a red fox", negative_prompt="blurry"))
     return result.array, int((~result.cache_report.unconditional_ran).sum())

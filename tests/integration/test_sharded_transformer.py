@@ -25,15 +25,15 @@ import json, re, sys
 from pathlib import Path
 import jax, jax.numpy as jnp, numpy as np
 from flax import nnx
-from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+from wanjax.adapters.jax.attention.context_parallel import RingAttention, UlyssesAttention
 from wanjax.adapters.jax.sharding.activations import ActivationSharding
 from wanjax.adapters.jax.sharding.mesh import build_mesh
-from wanjax.adapters.jax.sharding.placement import ShardedPlacement
+from wanjax.adapters.jax.loading.placement import ShardedPlacement
 from wanjax.adapters.jax.sharding.rules import parameter_shardings
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters
-from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache
+from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
 from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES, MeshShape
 from wanjax.domain.specs import TransformerSpec
 

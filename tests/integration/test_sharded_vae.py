@@ -39,7 +39,7 @@ from flax import nnx
 from jax.sharding import Mesh
 from tiny_wan import TINY_VAE, TINY_VAE22
 from vae_models import VaeModels
-from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
+from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.vae.runtime import VaeTiling
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.domain.errors import ConfigError
@@ -101,7 +101,7 @@ for name, case, shape, runtime, mesh_names, unit_mesh in CASES:
         unit_diff = None
         if mesh_name == unit_mesh:
             unit_diff = float(np.abs(unit_frames(pair.load(**runtime), latents, spatial) - single_unit).max())
-        hlo = sharded._decode.prepare(sharded._params, latents).as_text()
+        hlo = sharded.prepare(latents).as_text()
         results.append(dict(
             vae=name, case=case, mesh=mesh_name, latents=list(latents.shape), frames=list(u8.shape),
             layout=list(spatial.layout(*shape[2:4])), unit_diff=unit_diff,

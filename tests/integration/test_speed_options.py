@@ -60,7 +60,7 @@ def test_exact_options_give_the_plain_latents(reference, overrides, tolerance):
 
 
 def _param_dtypes(container) -> set[str]:
-    (params, *_) = container.denoiser()._params
+    (params, *_) = container.denoiser().program.params
     return {str(leaf.dtype) for leaf in jax.tree.leaves(params)}
 
 
@@ -77,14 +77,14 @@ def _param_dtypes(container) -> set[str]:
 def test_lower_precision_dtypes_take_effect_and_track_float32(reference, overrides, params, compute):
     container, got = _run(overrides)
     assert _param_dtypes(container) == params  # fp32 stays where diffusers keeps it (modulation, time embedder)
-    assert container.denoiser()._dtype == compute
+    assert container.denoiser().program.dtype == compute
     assert 0 < _relative_error(got, reference) <= 3e-2
 
 
 def test_bfloat16_scheduler_state(reference):
     container, got = _run({"scheduler_dtype": "bfloat16"})
     plan = plan_sampling(container.config().request("x", **SMALL))
-    state = container.denoiser()._initial_state(plan, np.zeros((1, 2, 4, 6, 16), np.float32))
+    state = container.denoiser().program.initial_state(plan, np.zeros((1, 2, 4, 6, 16), np.float32))
     assert state.sample.dtype == jnp.bfloat16
     assert got.dtype == np.float32  # latents leave the denoiser in fp32 whatever the solver ran in
     assert 0 < _relative_error(got, reference) <= 3e-2

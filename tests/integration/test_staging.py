@@ -7,13 +7,13 @@ import os
 import subprocess
 import sys
 
-from wanjax.adapters.jax.staging import is_staged
+from wanjax.adapters.jax.loading.staging import is_staged
 
 STAGED_LOAD = """
 import sys
 import jax, jax.numpy as jnp, ml_dtypes, numpy as np
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
-from wanjax.adapters.jax.staging import ReplicatedPlacement
+from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 

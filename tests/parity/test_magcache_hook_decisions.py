@@ -62,16 +62,16 @@ def test_plan_reuses_where_the_diffusers_hook_skips(model, steps, thresh, k, ret
     assert (hook[:, 0] == hook[:, 1]).all()  # one curve for both contexts: the passes agree
     assert hook[:, 0].any() and not hook[:, 0].all()  # a case that tests something
 
-    request = GenerationConfig(height=64, width=64, num_frames=5).request(
+    request = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=5)).request(
         "a cat",
         num_inference_steps=steps,
-        cache=GenerationConfig(
+        cache=GenerationConfig.from_mapping(dict(
             cache_policy="magcache",
             mag_ratios=tuple(np.repeat(curve, 2).tolist()),  # cond curve for both passes, as the hook
             magcache_thresh=thresh,
             magcache_K=k,
             retention_ratio=retention,
-        ).cache_settings(),
+        )).cache,
     )
     plan = plan_sampling(request)
     np.testing.assert_array_equal(plan.cache.reuse_residual, hook[:, 0])

@@ -26,7 +26,7 @@ from safetensors.torch import save_file
 
 from official_wan import official_pipeline, official_wan
 from wanjax.adapters.checkpoints.original_names import transformer_weights
-from wanjax.adapters.jax.denoising import JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import load_transformer
 from wanjax.domain.plan import plan_sampling

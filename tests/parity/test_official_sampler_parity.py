@@ -152,7 +152,7 @@ def test_a14b_expert_split_is_the_official_loops(solver, pipeline_class, config_
     )  # fmt: skip
     make_official = OFFICIAL[solver][0]
     for num_steps in step_counts:
-        request = GenerationConfig(height=64, width=64, num_frames=5).request(
+        request = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=5)).request(
             "a cat", num_inference_steps=num_steps, flow_shift=config.sample_shift, sample_solver=solver
         )
         plan = plan_sampling(request, num_experts=2, model_boundary_ratio=config.boundary)
@@ -166,7 +166,7 @@ def test_the_diffusers_grid_splits_those_step_counts_differently(pipeline_class,
     """Why the default is `official`: at these step counts the diffusers grid runs the
     high-noise expert one step longer (and at 40 steps equally long)."""
     config = getattr(_official(f"wan.configs.wan_{config_name}"), config_name)
-    base = GenerationConfig(height=64, width=64, num_frames=5)
+    base = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=5))
     for num_steps in step_counts:
         high = {}
         for schedule in ("official", "diffusers"):

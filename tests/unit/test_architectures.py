@@ -17,8 +17,8 @@ from wanjax.domain.errors import UnsupportedModelError
 @pytest.mark.parametrize("preset", [name for name in preset_names() if name != "demo"])
 def test_every_preset_names_a_published_architecture(preset: str) -> None:
     config = load_preset(preset)
-    architecture = published_architecture(config.model)
-    two_experts = config.boundary_ratio is not None or config.expert_switch_step is not None
+    architecture = published_architecture(config.model.location)
+    two_experts = config.sampling.boundary_ratio is not None or config.sampling.expert_switch_step is not None
     assert (architecture.num_experts == 2) == two_experts
 
 

@@ -7,8 +7,8 @@ from types import SimpleNamespace
 import pytest
 from dependency_injector import providers
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.pallas_attention import PallasAttention
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.application.container import build_container
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
@@ -22,17 +22,17 @@ class CheckpointWithoutWeights(SimpleNamespace):
 
 @pytest.mark.parametrize("name, kind", [("xla", XlaAttention), ("pallas", PallasAttention)])
 def test_config_selects_the_backend(name, kind):
-    assert isinstance(build_container(GenerationConfig(attention=name)).attention(), kind)
+    assert isinstance(build_container(GenerationConfig.from_mapping(dict(attention=name))).attention(), kind)
 
 
 def test_unknown_backend_lists_the_known():
     with pytest.raises(ConfigError, match="auto, xla, blockwise, cudnn, pallas, tokamax"):
-        GenerationConfig(attention="flash")
+        GenerationConfig.from_mapping(dict(attention="flash"))
 
 
 def test_unavailable_backend_fails_before_weights_load(monkeypatch):
     monkeypatch.setitem(sys.modules, "tokamax", None)  # absent here, whatever the environment
-    container = build_container(GenerationConfig(attention="tokamax"))
+    container = build_container(GenerationConfig.from_mapping(dict(attention="tokamax")))
     checkpoint = CheckpointWithoutWeights(transformer_spec=TransformerSpec(), experts=("transformer",))
     container.checkpoint.override(providers.Object(checkpoint))
     with pytest.raises(ConfigError, match="pip install tokamax"):

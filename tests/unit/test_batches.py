@@ -15,7 +15,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
-CONFIG = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=3, max_sequence_length=5)
+CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=3, max_sequence_length=5))
 
 
 def _container(text: FakeTextEncoder, denoiser: FakeDenoiser, **overrides: str):

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
-from wanjax.adapters.jax.cudnn_attention import CudnnAttention, cudnn_takes
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
+from wanjax.adapters.jax.attention.cudnn import CudnnAttention, cudnn_takes
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.application.container import build_container
@@ -125,7 +125,7 @@ def test_auto_resolves_per_platform_to_a_kernel_without_the_logit_matrix():
 
 
 def test_auto_is_the_default_and_blockwise_here():
-    assert GenerationConfig().attention == "auto"
+    assert GenerationConfig().denoiser.attention == "auto"
     assert isinstance(build_container(GenerationConfig()).attention(), BlockwiseAttention)
 
 

@@ -32,7 +32,7 @@ def test_fragment_feeds_the_same_curve_back_into_a_config():
     curve = calibrate_curve(norms, np.array([0, 0, 0, 1, 1, 1]))
     fragment = curve.preset_fragment("wan2.2-t2v-a14b, bfloat16, 6 steps")
     assert fragment.startswith("# MagCache curve measured by magcache_calibration: wan2.2-t2v-a14b")
-    settings = GenerationConfig.from_mapping(yaml.safe_load(fragment)).cache_settings()
+    settings = GenerationConfig.from_mapping(yaml.safe_load(fragment)).cache
     assert settings.mag_ratios == curve.mag_ratios and settings.mag_ratios_split == 3
 
 

@@ -17,15 +17,15 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.cache_rules import (
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.caching.rules import (
     estimate_unconditional,
     low_frequency_mask,
     residual_norms,
     sencache_decision,
     teacache_decision,
 )
-from wanjax.adapters.jax.cache_state import (
+from wanjax.adapters.jax.caching.state import (
     NO_CACHE,
     CacheControls,
     SenCacheState,
@@ -33,7 +33,8 @@ from wanjax.adapters.jax.cache_state import (
     TeaCacheState,
     TeaCacheValues,
 )
-from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule

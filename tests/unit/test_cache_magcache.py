@@ -65,9 +65,9 @@ def test_split_curve_lands_its_expert_boundary_on_the_runs():
 
 
 def test_wan22_t2v_preset_plan_respects_zones_boundary_and_k():
-    config = GenerationConfig(
+    config = GenerationConfig.from_mapping(dict(
         cache_model="wan2.2-t2v-a14b", cache_policy="magcache", magcache_thresh=0.04, height=64, width=64, num_frames=5
-    )
+    ))
     request = config.request("a cat", num_inference_steps=40, flow_shift=12.0, guidance_scale_low=3.0)
     plan = plan_sampling(request, num_experts=2, model_boundary_ratio=0.875)
     reuse, boundary = plan.cache.reuse_residual, int(np.argmax(plan.experts == LOW_NOISE))
@@ -79,7 +79,7 @@ def test_wan22_t2v_preset_plan_respects_zones_boundary_and_k():
 
 
 def test_wan21_published_curve_reuses_between_retention_and_the_end():
-    config = GenerationConfig(cache_model="wan2.1-t2v-1.3b", cache_policy="magcache", height=64, width=64, num_frames=5)
+    config = GenerationConfig.from_mapping(dict(cache_model="wan2.1-t2v-1.3b", cache_policy="magcache", height=64, width=64, num_frames=5))
     plan = plan_sampling(config.request("a cat", num_inference_steps=50))
     reuse = plan.cache.reuse_residual
     assert not reuse[:10].any() and reuse.sum() > 15

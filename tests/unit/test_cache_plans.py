@@ -16,7 +16,7 @@ SMALL = dict(height=64, width=64, num_frames=5)
 
 def _plan(steps: int, *, two_experts: bool = False, request=None, **config):
     request = request or {}
-    made = GenerationConfig(**SMALL, **config).request("a cat", num_inference_steps=steps, **request)
+    made = GenerationConfig.from_mapping({**SMALL, **config}).request("a cat", num_inference_steps=steps, **request)
     if two_experts:
         return plan_sampling(made, num_experts=2, model_boundary_ratio=0.875)
     return plan_sampling(made)
@@ -114,4 +114,4 @@ def test_calibration_runs_dense_and_asks_for_the_norms():
 )
 def test_conflicting_or_out_of_range_settings_are_config_errors(config, match):
     with pytest.raises(ConfigError, match=match):
-        GenerationConfig(**config)
+        GenerationConfig.from_mapping(config)

@@ -85,7 +85,7 @@ def test_settings_no_solver_implements_are_named(tmp_path, scheduler, named):
 def test_checkpoint_values_fill_what_nothing_higher_sets(tmp_path, located):
     located["folder"] = _folder(tmp_path, UNIPC, {"boundary_ratio": 0.875})
     config = resolve_config(str(tmp_path))
-    assert (config.flow_shift, config.boundary_ratio, config.sample_solver) == (5.0, 0.875, "unipc")
+    assert (config.sampling.flow_shift, config.sampling.boundary_ratio, config.sampling.sample_solver) == (5.0, 0.875, "unipc")
     assert config.origin("flow_shift").startswith(f"checkpoint {tmp_path}")
     assert config.origin("num_inference_steps") == "default"
     assert config.origin("model") == "--model"
@@ -94,20 +94,20 @@ def test_checkpoint_values_fill_what_nothing_higher_sets(tmp_path, located):
 def test_set_beats_checkpoint(tmp_path, located):
     located["folder"] = _folder(tmp_path, UNIPC)
     config = resolve_config(str(tmp_path), {"flow_shift": "2.5"})
-    assert config.flow_shift == 2.5 and config.origin("flow_shift") == "--set"
+    assert config.sampling.flow_shift == 2.5 and config.origin("flow_shift") == "--set"
 
 
 def test_preset_beats_checkpoint(tmp_path, located):
     located["folder"] = _folder(tmp_path, UNIPC)
     config = resolve_config("demo")
-    assert config.flow_shift == 3.0 and config.origin("flow_shift") == "preset 'demo'"
+    assert config.sampling.flow_shift == 3.0 and config.origin("flow_shift") == "preset 'demo'"
 
 
 def test_a_repo_id_gets_its_preset_over_the_checkpoint(tmp_path, located):
     located["folder"] = _folder(tmp_path, {**UNIPC, "flow_shift": 5.0})
     config = resolve_config("Wan-AI/Wan2.2-T2V-A14B-Diffusers")
-    assert config.model == "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
-    assert (config.flow_shift, config.num_inference_steps, config.guidance_scale_low) == (12.0, 40, 3.0)
+    assert config.model.location == "Wan-AI/Wan2.2-T2V-A14B-Diffusers"
+    assert (config.sampling.flow_shift, config.sampling.num_inference_steps, config.sampling.guidance_scale_low) == (12.0, 40, 3.0)
     assert config.origin("flow_shift") == "preset 'wan2.2-t2v-a14b'"
 
 
@@ -116,15 +116,15 @@ def test_unsupported_settings_refuse_the_folder_until_the_sampler_is_chosen(tmp_
     with pytest.raises(ConfigError, match=r"use_karras_sigmas=true.*--set sample_solver="):
         resolve_config(str(tmp_path))
     config = resolve_config(str(tmp_path), {"sample_solver": "unipc"})
-    assert config.sample_solver == "unipc" and config.flow_shift == 5.0
+    assert config.sampling.sample_solver == "unipc" and config.sampling.flow_shift == 5.0
 
 
 def test_every_preset_repo_resolves_to_the_preset_named_after_it():
     for name in preset_names():
-        model = resolve_config(name, read_checkpoint=False).model
+        model = resolve_config(name, read_checkpoint=False).model.location
         if "/" in model:
             own = preset_for_checkpoint(model)
-            assert own is not None and resolve_config(own, read_checkpoint=False).model == model
+            assert own is not None and resolve_config(own, read_checkpoint=False).model.location == model
     assert preset_for_checkpoint("Wan-AI/Wan2.1-T2V-14B") == "wan2.1-t2v-14b"  # the official layout's repo
     assert preset_for_checkpoint("someone/Wan2.1-T2V-14B-Diffusers") is None  # a fine-tune, maybe
     assert preset_for_checkpoint("/data/Wan2.1-T2V-14B-Diffusers") is None
@@ -143,9 +143,9 @@ def test_an_official_folder_gets_the_preset_of_the_repo_it_holds(tmp_path, locat
     held = {tmp_path: "Wan-AI/Wan2.2-T2V-A14B"}
     monkeypatch.setattr("wanjax.adapters.checkpoints.official_folder.official_repo_id", held.get)
     config = resolve_config(str(tmp_path), {"num_inference_steps": "20"})
-    assert config.model == str(tmp_path)
-    assert (config.flow_shift, config.boundary_ratio, config.guidance_scale_low) == (12.0, 0.875, 3.0)
-    assert config.num_inference_steps == 20  # --set still wins
+    assert config.model.location == str(tmp_path)
+    assert (config.sampling.flow_shift, config.sampling.boundary_ratio, config.sampling.guidance_scale_low) == (12.0, 0.875, 3.0)
+    assert config.sampling.num_inference_steps == 20  # --set still wins
     origin = config.origin("flow_shift")
     assert origin.startswith(f"checkpoint {tmp_path}") and "preset 'wan2.2-t2v-a14b'" in origin
 
@@ -153,11 +153,12 @@ def test_an_official_folder_gets_the_preset_of_the_repo_it_holds(tmp_path, locat
 def test_a_switch_step_above_the_checkpoints_boundary_replaces_it(tmp_path, located):
     located["folder"] = _folder(tmp_path, UNIPC, {"boundary_ratio": 0.875})
     config = resolve_config(str(tmp_path), {"expert_switch_step": "2"})
-    assert (config.expert_switch_step, config.boundary_ratio) == (2, None)
+    assert (config.sampling.expert_switch_step, config.sampling.boundary_ratio) == (2, None)
     assert config.origin("boundary_ratio") == "unset: expert_switch_step comes from --set"
     lightning = resolve_config("wan2.2-t2v-a14b-lightning-4step")  # the preset's step over the checkpoint's ratio
-    assert (lightning.expert_switch_step, lightning.boundary_ratio) == (2, None)
+    assert (lightning.sampling.expert_switch_step, lightning.sampling.boundary_ratio) == (2, None)
     both = resolve_config("wan2.2-t2v-a14b", {"boundary_ratio": "0.9", "expert_switch_step": "2"})
-    assert (both.boundary_ratio, both.expert_switch_step) == (0.9, 2)  # one layer sets both: the request refuses
+    both_values = (both.sampling.boundary_ratio, both.sampling.expert_switch_step)
+    assert both_values == (0.9, 2)  # one layer sets both: the request refuses
     replaced = resolve_config("wan2.2-t2v-a14b", {"expert_switch_step": "3"})
-    assert (replaced.boundary_ratio, replaced.expert_switch_step) == (None, 3)  # --set over the preset's ratio
+    assert (replaced.sampling.boundary_ratio, replaced.sampling.expert_switch_step) == (None, 3)  # --set over the preset's ratio

@@ -11,10 +11,10 @@ def test_overrides_parse_to_the_key_type():
     config = GenerationConfig().with_overrides(
         {"scan_layers": "false", "num_frames": "17", "guidance_scale": "4.5", "dtype": "bfloat16"}
     )
-    assert config.scan_layers is False
-    assert config.num_frames == 17
-    assert config.guidance_scale == 4.5
-    assert config.dtype == "bfloat16"
+    assert config.denoiser.scan_layers is False
+    assert config.sampling.num_frames == 17
+    assert config.sampling.guidance_scale == 4.5
+    assert config.model.dtype == "bfloat16"
 
 
 def test_unknown_key_names_the_key_and_a_close_match():
@@ -41,7 +41,7 @@ def test_out_of_set_value_lists_the_allowed(key, value):
 
 def test_sampler_defaults_to_unipc_on_the_official_grid():
     config = GenerationConfig()
-    assert (config.sample_solver, config.sigma_schedule) == ("unipc", "official")
+    assert (config.sampling.sample_solver, config.sampling.sigma_schedule) == ("unipc", "official")
     assert config.request("a cat").sigma_schedule == "official"
     assert GenerationConfig().with_overrides({"sigma_schedule": "diffusers"}).request("a cat").sigma_schedule == "diffusers"
 
@@ -58,9 +58,9 @@ def test_every_preset_loads_and_makes_a_valid_request():
 
 
 def test_model_argument_is_a_preset_or_a_checkpoint():
-    assert resolve_config(None, read_checkpoint=False).model == "demo"
-    assert resolve_config("wan2.1-t2v-14b", read_checkpoint=False).model == "Wan-AI/Wan2.1-T2V-14B-Diffusers"
-    assert resolve_config("/some/folder", read_checkpoint=False).model == "/some/folder"
+    assert resolve_config(None, read_checkpoint=False).model.location == "demo"
+    assert resolve_config("wan2.1-t2v-14b", read_checkpoint=False).model.location == "Wan-AI/Wan2.1-T2V-14B-Diffusers"
+    assert resolve_config("/some/folder", read_checkpoint=False).model.location == "/some/folder"
 
 
 def test_unknown_preset_lists_the_known():
@@ -70,14 +70,14 @@ def test_unknown_preset_lists_the_known():
 
 def test_aliases_from_diffusers_and_maxdiffusion_names():
     config = GenerationConfig().with_overrides({"guidance_scale_2": "3.5", "guidance_scale_high": "4"})
-    assert (config.guidance_scale, config.guidance_scale_low) == (4.0, 3.5)
+    assert (config.sampling.guidance_scale, config.sampling.guidance_scale_low) == (4.0, 3.5)
     with pytest.raises(ConfigError, match="second time"):
         GenerationConfig().with_overrides({"guidance_scale_2": "3", "guidance_scale_low": "2"})
 
 
 def test_optional_keys_accept_none():
-    config = GenerationConfig(boundary_ratio=0.9).with_overrides({"boundary_ratio": "none"})
-    assert config.boundary_ratio is None
+    config = GenerationConfig.from_mapping(dict(boundary_ratio=0.9)).with_overrides({"boundary_ratio": "none"})
+    assert config.sampling.boundary_ratio is None
 
 
 def test_cache_keys_parse_and_reach_the_request():
@@ -104,9 +104,9 @@ def test_cache_conflicts_are_config_errors():
 def test_every_cache_preset_turns_each_policy_on_with_one_key(policy):
     for name in preset_names():
         config = load_preset(name)
-        if config.sample_timesteps is not None:  # the few-step distilled presets: no cache section
+        if config.sampling.sample_timesteps is not None:  # the few-step distilled presets: no cache section
             continue
-        settings = config.with_overrides({"cache_policy": policy}).cache_settings()
-        assert settings.policy == policy and config.cache_settings().policy == "none"
+        settings = config.with_overrides({"cache_policy": policy}).cache
+        assert settings.policy == policy and config.cache.policy == "none"
         if policy == "magcache":
-            assert settings.mag_ratios is not None
+            assert settings.magcache_curve[0] is not None  # the preset's published curve

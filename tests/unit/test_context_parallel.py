@@ -63,8 +63,8 @@ def _mesh(name: str):
 
 
 def _attention(variant: str, mesh):
-    from wanjax.adapters.jax.blockwise_attention import BlockwiseAttention
-    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+    from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
+    from wanjax.adapters.jax.attention.context_parallel import RingAttention, UlyssesAttention
 
     if variant == "ulysses":
         return UlyssesAttention(mesh)
@@ -89,8 +89,8 @@ def _measure_attention(dtype_name: str, mesh_names: tuple[str, ...]) -> dict[str
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
 
-    from wanjax.adapters.jax.attention import XlaAttention
-    from wanjax.adapters.jax.context_parallel import QKV_SPEC
+    from wanjax.adapters.jax.attention.xla import XlaAttention
+    from wanjax.adapters.jax.attention.context_parallel import QKV_SPEC
 
     rng = np.random.default_rng(0)
     q, k, v = (jnp.asarray(rng.standard_normal(QKV_SHAPE, np.float32), dtype_name) for _ in range(3))
@@ -148,7 +148,7 @@ def _whole_batch_difference(variant: str) -> float:
     import jax
     import jax.numpy as jnp
 
-    from wanjax.adapters.jax.attention import XlaAttention
+    from wanjax.adapters.jax.attention.xla import XlaAttention
 
     rng = np.random.default_rng(1)
     q, k, v = (jnp.asarray(rng.standard_normal((1, 8, 8, 4), dtype=np.float32)) for _ in range(3))
@@ -325,15 +325,15 @@ def _one_device_mesh():
 
 
 def test_key_alignment_is_the_local_kernels_for_ulysses_and_none_for_ring():
-    from wanjax.adapters.jax.attention import XlaAttention
-    from wanjax.adapters.jax.context_parallel import RingAttention, UlyssesAttention
+    from wanjax.adapters.jax.attention.xla import XlaAttention
+    from wanjax.adapters.jax.attention.context_parallel import RingAttention, UlyssesAttention
 
     assert UlyssesAttention(_one_device_mesh(), XlaAttention(key_alignment=128)).key_alignment == 128
     assert RingAttention(_one_device_mesh()).key_alignment == 1
 
 
 def test_ring_chunks_must_be_positive():
-    from wanjax.adapters.jax.context_parallel import RingAttention
+    from wanjax.adapters.jax.attention.context_parallel import RingAttention
     from wanjax.domain.errors import ConfigError
 
     with pytest.raises(ConfigError, match="key_chunk=0: must be a positive token count"):

@@ -31,8 +31,9 @@ from denoiser_cases import (
     case_plan,
 )
 
-from wanjax.adapters.jax.denoising import DenoiserOptions, JaxDenoiser
-from wanjax.adapters.jax.scan_loop import PlanArrays
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
+from wanjax.adapters.jax.denoising.program import DenoiserOptions
+from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import HIGH_NOISE, LOW_NOISE
 
@@ -95,11 +96,11 @@ def test_scan_loop_is_one_scan_over_the_steps_with_the_expert_switch_inside():
     progress = []
     denoiser.denoise(latents, plan, context, negative, on_step=lambda done, total: progress.append(done))
     assert progress == [plan.num_steps]  # one dispatch: no per-step progress
-    assert denoiser.num_compiled == 1 and denoiser._step.num_compiled == 0
+    assert denoiser.num_compiled == 1 and denoiser.program.step.num_compiled == 0
 
-    inputs = denoiser._inputs(LATENTS, context, negative, Conditioning(), abstract=False)
+    inputs = denoiser.program.inputs(LATENTS, context, negative, Conditioning(), abstract=False)
     state = plan.solver.initial_state(jnp.asarray(latents))
-    closed = jax.make_jaxpr(denoiser._scan_loop)(denoiser._params, state, PlanArrays.of(plan), inputs)
+    closed = jax.make_jaxpr(denoiser.program.scan_loop)(denoiser.program.params, state, PlanArrays.of(plan), inputs)
     top = [e for e in closed.jaxpr.eqns if e.primitive.name == "scan"]
     assert len(top) == 1 and top[0].params["length"] == plan.num_steps
     switches = [e for e in _eqns(top[0].params["jaxpr"].jaxpr) if e.primitive.name == "cond"]
@@ -124,9 +125,9 @@ def test_step_with_the_cache_projects_no_text(use_kv_cache):
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(use_kv_cache=use_kv_cache))
     latents, context, negative = case_inputs()
     plan = case_plan(1, 6)
-    inputs = denoiser._inputs(LATENTS, context, negative, Conditioning(), abstract=False)
+    inputs = denoiser.program.inputs(LATENTS, context, negative, Conditioning(), abstract=False)
     state = plan.solver.initial_state(jnp.asarray(latents))
-    closed = jax.make_jaxpr(denoiser._guided_step)(*denoiser._step_args(state, plan, 0, inputs))
+    closed = jax.make_jaxpr(denoiser.program.guided_step)(*denoiser.program.step_arguments(state, plan, 0, inputs))
     # without the cache: text embedder (2) + to_k and to_v (batched over the layers)
     assert _text_projections(closed) == (0 if use_kv_cache else 4)
 
@@ -135,7 +136,7 @@ def test_cache_holds_every_layer_for_both_guidance_rows():
     case = CASES["i2v"]
     denoiser = JaxDenoiser(case_experts(case))
     latents, context, negative = case_inputs()
-    inputs = denoiser._inputs(LATENTS, context, negative, case.conditioning, abstract=False)
+    inputs = denoiser.program.inputs(LATENTS, context, negative, case.conditioning, abstract=False)
     (kv,) = inputs.text
     heads, head_dim = SPEC.num_attention_heads, SPEC.attention_head_dim
     assert kv.text_k.shape == (SPEC.num_layers, 2, TEXT_TOKENS, heads, head_dim)

@@ -13,7 +13,7 @@ FOUR_STEPS = (1000, 750, 500, 250)
 
 
 def _request(**overrides):
-    return GenerationConfig(height=64, width=64, num_frames=5).request("a cat", **overrides)
+    return GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=5)).request("a cat", **overrides)
 
 
 def test_four_step_plan_at_shift_5():
@@ -61,11 +61,11 @@ def test_switch_step_edges(switch, experts):
 def test_presets_give_the_published_plans():
     lightx2v = load_preset("wan2.1-t2v-14b-lightx2v-4step")
     plan = plan_sampling(lightx2v.request("a cat"))
-    assert (lightx2v.height, lightx2v.width, lightx2v.flow_shift) == (480, 832, 5.0) and not plan.uses_guidance
+    assert (lightx2v.sampling.height, lightx2v.sampling.width, lightx2v.sampling.flow_shift) == (480, 832, 5.0) and not plan.uses_guidance
     np.testing.assert_allclose(plan.timesteps, [1000, 937.5, 2500 / 3, 625], rtol=1e-7)
     lightning = load_preset("wan2.2-t2v-a14b-lightning-4step")
     plan = plan_sampling(lightning.request("a cat"), num_experts=2, model_boundary_ratio=0.875)
-    assert (lightning.height, lightning.width) == (720, 1280) and not plan.uses_guidance
+    assert (lightning.sampling.height, lightning.sampling.width) == (720, 1280) and not plan.uses_guidance
     np.testing.assert_array_equal(plan.experts, [0, 0, 1, 1])
     np.testing.assert_allclose(plan.timesteps, [1000, 937.5, 2500 / 3, 625], rtol=1e-7)
 
@@ -89,7 +89,7 @@ def test_bad_switch_steps_are_refused():
 
 def test_config_keys_parse_from_text():
     config = GenerationConfig().with_overrides({"sample_timesteps": "1000, 750,500,250", "expert_switch_step": "2"})
-    assert config.sample_timesteps == (1000.0, 750.0, 500.0, 250.0) and config.expert_switch_step == 2
-    assert GenerationConfig().with_overrides({"sample_timesteps": "none"}).sample_timesteps is None
+    assert config.sampling.sample_timesteps == (1000.0, 750.0, 500.0, 250.0) and config.sampling.expert_switch_step == 2
+    assert GenerationConfig().with_overrides({"sample_timesteps": "none"}).sampling.sample_timesteps is None
     with pytest.raises(ConfigError, match="comma-separated list of float"):
         GenerationConfig().with_overrides({"sample_timesteps": "1000,x"})

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wanjax.adapters.jax.attention import XlaAttention, key_alignment_for
+from wanjax.adapters.jax.attention.xla import XlaAttention, key_alignment_for
 
 
 @pytest.mark.parametrize("kv_len", [1, 256, 257])  # 257: Wan 2.1 I2V's CLIP image tokens

@@ -9,7 +9,7 @@ import torch
 from diffusers import WanTransformer3DModel
 from diffusers.loaders.lora_pipeline import WanLoraLoaderMixin
 
-from wanjax.adapters.lora.names import (
+from wanjax.adapters.checkpoints.wan_names import (
     BLOCK_MODULES,
     BLOCK_PARAMETERS,
     TOP_MODULES,

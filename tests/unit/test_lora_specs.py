@@ -9,8 +9,8 @@ from wanjax.domain.lora import LoraSpec, loras_per_expert
 
 def test_config_keys_take_lists_or_comma_separated_text():
     config = GenerationConfig().with_overrides({"loras": "a.safetensors:0.5,b.safetensors"})
-    assert config.loras == ("a.safetensors:0.5", "b.safetensors")
-    assert GenerationConfig.from_mapping({"loras_low": ["c.safetensors"]}).loras_low == ("c.safetensors",)
+    assert config.denoiser.loras == ("a.safetensors:0.5", "b.safetensors")
+    assert GenerationConfig.from_mapping({"loras_low": ["c.safetensors"]}).denoiser.loras_low == ("c.safetensors",)
 
 
 @pytest.mark.parametrize(
@@ -26,7 +26,7 @@ def test_lora_spec_parsing(text, spec):
 @pytest.mark.parametrize("text", ["a.safetensors:x", "a.bin", "a.safetensors:nan"])
 def test_bad_lora_specs_are_refused(text):
     with pytest.raises(ConfigError, match="loras: LoRA"):
-        GenerationConfig(loras=(text,))
+        GenerationConfig.from_mapping(dict(loras=(text,)))
 
 
 def test_low_noise_loras_need_two_experts():

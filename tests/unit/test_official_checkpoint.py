@@ -212,7 +212,7 @@ def test_config_keys_name_the_replacing_files() -> None:
     from wanjax.domain.config import GenerationConfig
 
     keys = {"vae_file": "~/Wan2.1_VAE.pth", "text_encoder_file": "t5.pth", "image_encoder_file": "clip.pth"}
-    files = replaced_files(GenerationConfig().with_overrides(keys))
+    files = replaced_files(GenerationConfig().with_overrides(keys).model)
     assert files.get("vae") == Path.home() / "Wan2.1_VAE.pth"
     assert (files.get("text_encoder"), files.get("image_encoder"), files.get("transformer")) == (
         Path("t5.pth"), Path("clip.pth"), None,

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.pallas_attention import PallasAttention
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.specs import TransformerSpec

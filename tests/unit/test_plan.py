@@ -10,7 +10,7 @@ from wanjax.domain.scheduling import dpm_table, euler_table, unipc_table
 
 
 def _request(**overrides):
-    return GenerationConfig(height=64, width=64, num_frames=5).request("a cat", **overrides)
+    return GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=5)).request("a cat", **overrides)
 
 
 def test_single_expert_plan_uses_unipc_by_default():

@@ -21,7 +21,7 @@ class WordEncoder:
 
 
 def test_only_a_prompt_that_fills_every_token_is_reported(caplog):
-    config = GenerationConfig(height=32, width=48, num_frames=5, num_inference_steps=2, max_sequence_length=TOKENS)
+    config = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=5, num_inference_steps=2, max_sequence_length=TOKENS))
     requests = [config.request(" ".join(["fox"] * 100), negative_prompt="blurry"), config.request("a short one")]
     with caplog.at_level(logging.WARNING):
         encode_prompts(WordEncoder(), requests, TOKENS, batched=True)

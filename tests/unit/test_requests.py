@@ -54,7 +54,7 @@ def test_guidance_at_or_below_one_turns_cfg_off():
 
 
 def test_config_fills_request_defaults_and_overrides():
-    request = GenerationConfig(height=256, width=256, num_frames=9).request("x", num_frames=5, seed=None)
+    request = GenerationConfig.from_mapping(dict(height=256, width=256, num_frames=9)).request("x", num_frames=5, seed=None)
     assert (request.height, request.num_frames, request.seed) == (256, 5, 0)
 
 

@@ -22,7 +22,7 @@ def fakes():
 
 @pytest.fixture
 def container(fakes):
-    config = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=6, max_sequence_length=5)
+    config = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=6, max_sequence_length=5))
     container = build_container(config)
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
@@ -44,7 +44,7 @@ def test_plan_and_conditioning_reach_the_denoiser(container, fakes):
     config = container.config()
     result = container.service().generate(config.request("a cat", negative_prompt="dull"))
     plan = fakes.denoiser.plans[0]
-    np.testing.assert_array_equal(plan.timesteps, unipc_table(6, config.flow_shift).timesteps)
+    np.testing.assert_array_equal(plan.timesteps, unipc_table(6, config.sampling.flow_shift).timesteps)
     assert fakes.text.calls == [["a cat", "dull"]]  # one batched encoder call
     assert fakes.denoiser.contexts == [((1, 5, 8), (1, 5, 8))]
     assert fakes.vae.decoded == [(1, 3, 8, 12, 16)]

@@ -12,9 +12,9 @@ from wanjax.domain.sharding import DEFAULT_RULES, MeshShape, logical_rules
 
 
 def test_config_keys_give_the_mesh_shape_and_default_to_one_device() -> None:
-    assert MeshShape.of(GenerationConfig()).is_single_device
+    assert GenerationConfig().mesh.shape.is_single_device
     config = GenerationConfig().with_overrides({"mesh_fsdp": "2", "mesh_tensor": "4"})
-    assert MeshShape.of(config).sizes == (1, 2, 4, 1)
+    assert config.mesh.shape.sizes == (1, 2, 4, 1)
 
 
 @pytest.mark.parametrize(
@@ -62,7 +62,7 @@ def test_context_must_divide_the_tokens_and_data_fsdp_the_rows() -> None:
 
 def _service(demo_cache, monkeypatch, **overrides):
     monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))
-    config = GenerationConfig(model="demo", height=64, width=96, num_frames=9, num_inference_steps=2)
+    config = GenerationConfig.from_mapping(dict(model="demo", height=64, width=96, num_frames=9, num_inference_steps=2))
     return build_container(config.with_overrides(overrides)), config
 
 

@@ -1,4 +1,4 @@
-"""Logical axis rules: every parameter of every real Wan transformer (and the VAE) has one, the
+"""Logical axis rules: every parameter of every real Wan transformer has one, the
 big weights split over the whole 2 fsdp x 4 tensor mesh, and the 14B presets' per-device
 parameter memory computed from the shardings of the abstract (`nnx.eval_shape`) model.
 
@@ -15,19 +15,10 @@ from flax import nnx
 from jax.sharding import AbstractMesh, AxisType, NamedSharding, PartitionSpec
 from test_transformer_real_configs import CONFIGS
 
-from wanjax.adapters.demo.checkpoint import DEMO_VAE
-from wanjax.adapters.jax.staging import staged_sharding
-from wanjax.adapters.jax.sharding.rules import (
-    bytes_per_device,
-    parameter_shardings,
-    partition_spec,
-    state_shardings,
-    vae_logical_axes,
-)
+from wanjax.adapters.jax.loading.staging import staged_sharding
+from wanjax.adapters.jax.sharding.rules import parameter_shardings, partition_spec
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, storage_layout
-from wanjax.adapters.jax.vae.model import WanVAE
-from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES
 from wanjax.domain.specs import TransformerSpec
 
@@ -42,6 +33,15 @@ def abstract_model(config: str, scan_layers: bool = True):
     spec = CONFIGS[config]
     runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
     return abstract_transformer(spec, runtime)
+
+
+def bytes_per_device(shardings: dict, layout: dict) -> int:
+    """The parameter bytes each device holds: one shard of each parameter, all shards of one the
+    same size (`partition_spec` splits evenly); works on an `AbstractMesh`."""
+    return sum(
+        math.prod(shardings[path].shard_shape(abstract.shape)) * np.dtype(abstract.dtype).itemsize
+        for path, abstract in layout.items()
+    )
 
 
 def parameter_memory(config: str, mesh: AbstractMesh) -> tuple[int, int]:
@@ -89,27 +89,9 @@ def test_a_dimension_splits_only_over_axes_that_divide_it_once_each() -> None:
     assert partition_spec(("embed", None), (8, 8), abstract_mesh(tensor=8), rules) == PartitionSpec()  # fsdp is 1
 
 
-def test_vae_parameters_all_have_rules_and_stay_replicated() -> None:
-    vae = nnx.eval_shape(lambda: WanVAE(DEMO_VAE, VaeRuntime(), rngs=nnx.Rngs(0)))
-    shardings = parameter_shardings(vae, abstract_mesh(fsdp=2, tensor=4), DEFAULT_RULES, vae_logical_axes)
-    assert len(shardings) > 100 and all(s.spec == PartitionSpec() for s in shardings.values())
-
-
 def test_staged_route_splits_the_first_axis_over_the_replica_axes() -> None:
     mesh = abstract_mesh(data=2, fsdp=2, tensor=2)
     target = NamedSharding(mesh, PartitionSpec("fsdp", "tensor"))  # replicated over data
     assert staged_sharding(target, (8, 8)).spec == PartitionSpec(("fsdp", "data"), "tensor")
     assert staged_sharding(target, (2, 8)) is None  # 2 rows do not split 4 ways
     assert staged_sharding(NamedSharding(mesh, PartitionSpec("fsdp", "tensor", "data")), (8, 8, 8)) is None
-
-
-def test_a_whole_state_gets_the_shardings_of_its_parameters() -> None:
-    """`state_shardings` gives the nnx.State of a split model (what jit takes) the same
-    NamedSharding per leaf as `parameter_shardings` gives per parameter path."""
-    model = abstract_model("2.2-TI2V-5B")
-    mesh = abstract_mesh(fsdp=2, tensor=4)
-    by_path = parameter_shardings(model, mesh, DEFAULT_RULES)
-    state = state_shardings(nnx.split(model)[1], mesh, DEFAULT_RULES)
-    flat = {tuple(path): leaf for path, leaf in nnx.to_flat_state(state)}
-    assert flat.keys() == by_path.keys()
-    assert all(flat[path] == by_path[path] for path in flat)

@@ -8,7 +8,7 @@ import jax
 import numpy as np
 
 from denoiser_cases import CASES, case_experts, case_inputs, case_plan
-from wanjax.adapters.jax.denoising import JaxDenoiser
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 
 STEPS = 3
 DEVICE_SECONDS = 0.2  # each step's output is held back this long on the device side
@@ -27,13 +27,13 @@ def test_each_step_is_reported_after_the_device_finished_it():
         return jax.pure_callback(finish_late, jax.ShapeDtypeStruct(sample.shape, sample.dtype), sample)
 
     denoiser = JaxDenoiser(case_experts(CASES["t2v"]))
-    compiled_step = denoiser._step
+    compiled_step = denoiser.program.step
 
     def step_finishing_late(*args):
         state, cache, report = compiled_step(*args)
         return state._replace(sample=held_back(state.sample)), cache, report
 
-    denoiser._step = step_finishing_late
+    denoiser.program.step = step_finishing_late
     latents, context, negative = case_inputs()
     on_step = lambda done, total: reported.append(time.monotonic())  # noqa: E731
     denoiser.denoise(latents, case_plan(1, STEPS), context, negative, on_step=on_step)

@@ -13,8 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wanjax.adapters.jax.attention import XlaAttention
-from wanjax.adapters.jax.tokamax_attention import TokamaxAttention
+from wanjax.adapters.jax.attention.xla import XlaAttention
+from wanjax.adapters.jax.attention.tokamax import TokamaxAttention
 from wanjax.domain.errors import ConfigError
 
 

@@ -4,7 +4,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.plan import HIGH_NOISE, LOW_NOISE, plan_sampling
 from wanjax.domain.warmup import warmup_request
 
-CONFIG = GenerationConfig(height=32, width=48, num_frames=5, num_inference_steps=40, flow_shift=12.0)
+CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=5, num_inference_steps=40, flow_shift=12.0))
 
 
 def test_two_steps_of_the_same_request():

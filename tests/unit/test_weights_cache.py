@@ -14,7 +14,7 @@ from wanjax.adapters.jax.transformer import experts as experts_module
 from wanjax.adapters.jax.transformer.experts import ExpertLoading
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights
-from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache
+from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 

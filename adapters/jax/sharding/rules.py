@@ -1,4 +1,4 @@
-"""Logical axis names of every transformer and VAE parameter (by parameter path), and their
+"""Logical axis names of every transformer parameter (by parameter path), and their
 resolution through the logical axis rules (domain/sharding.py, data, overridable from config)
 to `PartitionSpec`s and `NamedSharding`s on a mesh.
 
@@ -10,16 +10,12 @@ for block 3 of an unstacked model; the stacked leading axis is named "layers".
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Sequence
 
-import jax
-import numpy as np
 from flax import nnx
 from jax.sharding import AbstractMesh, Mesh, NamedSharding, PartitionSpec
 
 from wanjax.domain.sharding import (
-    CONV_IN,
-    CONV_OUT,
     EMBED,
     HEADS,
     IMAGE_EMBED,
@@ -32,7 +28,6 @@ from wanjax.domain.sharding import (
 
 Path = tuple[str | int, ...]
 LogicalAxes = tuple[str | None, ...]
-LogicalAxesOf = Callable[[Path, int], LogicalAxes]
 
 _QKV = ("to_q", "to_k", "to_v", "add_k_proj", "add_v_proj")
 _HEAD_NORMS = ("norm_q", "norm_k", "norm_added_k")
@@ -86,19 +81,6 @@ def transformer_logical_axes(path: Path, ndim: int) -> LogicalAxes:
     raise RuntimeError(f"no sharding rule for transformer parameter {'.'.join(map(str, path))}")
 
 
-def vae_logical_axes(path: Path, ndim: int) -> LogicalAxes:
-    """Logical axes of a Wan VAE parameter: convolution kernels [..., C_in, C_out], biases
-    [C_out], norm scales [..., C]. The default rules replicate all of them (the VAE is small)."""
-    name = path[-1]
-    if name == "weight" and ndim >= 2:
-        return (None,) * (ndim - 2) + (CONV_IN, CONV_OUT)
-    if name == "bias" and ndim == 1:
-        return (CONV_OUT,)
-    if name == "gamma":
-        return (None,) * (ndim - 1) + (NORM,)
-    raise RuntimeError(f"no sharding rule for VAE parameter {'.'.join(map(str, path))}")
-
-
 def partition_spec(
     logical: Sequence[str | None], shape: Sequence[int], mesh: Mesh | AbstractMesh, rules: LogicalRules
 ) -> PartitionSpec:
@@ -120,36 +102,13 @@ def partition_spec(
 
 
 def parameter_shardings(
-    model: nnx.Module, mesh: Mesh | AbstractMesh, rules: LogicalRules, logical_axes_of: LogicalAxesOf = transformer_logical_axes
+    model: nnx.Module, mesh: Mesh | AbstractMesh, rules: LogicalRules
 ) -> dict[Path, NamedSharding]:
-    """The NamedSharding of each parameter of `model` (concrete or abstract), by parameter path."""
+    """The NamedSharding of each parameter of a transformer (concrete or abstract), by parameter path."""
     shardings = {}
     for path, node in nnx.iter_graph(model):
         if isinstance(node, nnx.Param):
             shape = node.get_value().shape
-            spec = partition_spec(logical_axes_of(tuple(path), len(shape)), shape, mesh, rules)
+            spec = partition_spec(transformer_logical_axes(tuple(path), len(shape)), shape, mesh, rules)
             shardings[tuple(path)] = NamedSharding(mesh, spec)
     return shardings
-
-
-def state_shardings(
-    state: nnx.State, mesh: Mesh | AbstractMesh, rules: LogicalRules, logical_axes_of: LogicalAxesOf = transformer_logical_axes
-) -> nnx.State:
-    """A NamedSharding for every leaf of `state` (as `nnx.split` gives it), same structure:
-    for `jax.jit`'s shardings or `jax.ShapeDtypeStruct(sharding=...)`."""
-
-    def sharding(path: Path, leaf: nnx.Variable | jax.Array) -> NamedSharding:
-        shape = np.shape(leaf.get_value() if isinstance(leaf, nnx.Variable) else leaf)
-        return NamedSharding(mesh, partition_spec(logical_axes_of(tuple(path), len(shape)), shape, mesh, rules))
-
-    return nnx.map_state(sharding, state)
-
-
-def bytes_per_device(shardings: Mapping[Path, NamedSharding], layout: Mapping[Path, jax.ShapeDtypeStruct]) -> int:
-    """The parameter bytes each device holds: every device holds one shard of each parameter,
-    and `partition_spec` only splits dimensions evenly, so all shards of one are the same size.
-    Works on an `AbstractMesh` too (no devices needed)."""
-    return sum(
-        math.prod(shardings[path].shard_shape(abstract.shape)) * np.dtype(abstract.dtype).itemsize
-        for path, abstract in layout.items()
-    )

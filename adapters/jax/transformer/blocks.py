@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.attention import AttentionFn
+from wanjax.adapters.jax.attention.xla import AttentionFn
 from wanjax.adapters.jax.transformer.rope import RopeTables, apply_rope
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.specs import TransformerSpec

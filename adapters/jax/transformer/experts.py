@@ -17,8 +17,8 @@ import numpy as np
 from jax.typing import DTypeLike
 
 from wanjax.adapters.checkpoints.weights import TensorFiles
-from wanjax.adapters.jax.sharding.placement import ShardedPlacement
-from wanjax.adapters.jax.staging import ReplicatedPlacement
+from wanjax.adapters.jax.loading.placement import ShardedPlacement
+from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import (
@@ -27,7 +27,7 @@ from wanjax.adapters.jax.transformer.weights import (
     set_parameters,
     storage_layout,
 )
-from wanjax.adapters.jax.weights_cache import ConvertedWeightsCache, cache_key
+from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache, cache_key
 from wanjax.domain.specs import TransformerSpec
 
 @attrs.frozen(kw_only=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from jax.typing import DTypeLike
 
-from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
+from wanjax.adapters.jax.attention.xla import AttentionFn, XlaAttention
 from wanjax.adapters.jax.sharding.activations import ActivationSharding
 
 

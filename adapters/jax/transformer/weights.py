@@ -32,8 +32,8 @@ from flax import nnx
 from jax.typing import DTypeLike
 
 from wanjax.adapters.checkpoints.weights import TensorFiles
-from wanjax.adapters.jax.host_buffers import CopyJob, aligned_empty, run_jobs
-from wanjax.adapters.jax.staging import ReplicatedPlacement
+from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
+from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.errors import CheckpointError

@@ -9,6 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from wanjax.domain.errors import ConfigError
+from wanjax.domain.settings import VaeSettings
+
+DEFAULTS = VaeSettings()  # the config's defaults are this runtime's
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -27,10 +30,10 @@ class VaeTiling:
     tiled decode and encode.
     """
 
-    tile_sample_min_height: int = attrs.field(default=256, validator=_positive)
-    tile_sample_min_width: int = attrs.field(default=256, validator=_positive)
-    tile_sample_stride_height: int = attrs.field(default=192, validator=_positive)
-    tile_sample_stride_width: int = attrs.field(default=192, validator=_positive)
+    tile_sample_min_height: int = attrs.field(default=DEFAULTS.tile_size, validator=_positive)
+    tile_sample_min_width: int = attrs.field(default=DEFAULTS.tile_size, validator=_positive)
+    tile_sample_stride_height: int = attrs.field(default=DEFAULTS.tile_stride, validator=_positive)
+    tile_sample_stride_width: int = attrs.field(default=DEFAULTS.tile_stride, validator=_positive)
 
     def __attrs_post_init__(self) -> None:
         for axis in ("height", "width"):
@@ -70,6 +73,6 @@ class VaeRuntime:
     dtype: Any = jnp.float32
     param_dtype: Any = jnp.float32
     precision: jax.lax.Precision | None = None
-    decode_chunk: int | None = attrs.field(default=None, validator=_chunk)
-    encode_chunk: int | None = attrs.field(default=None, validator=_chunk)
+    decode_chunk: int | None = attrs.field(default=DEFAULTS.decode_chunk, validator=_chunk)
+    encode_chunk: int | None = attrs.field(default=DEFAULTS.encode_chunk, validator=_chunk)
     tiling: VaeTiling | None = None

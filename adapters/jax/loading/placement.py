@@ -11,7 +11,7 @@ import jax
 import numpy as np
 from jax.sharding import NamedSharding
 
-from wanjax.adapters.jax.staging import STAGE_MIN_BYTES, StagedTransfer
+from wanjax.adapters.jax.loading.staging import STAGE_MIN_BYTES, StagedTransfer
 
 K = TypeVar("K", bound=Hashable)
 

@@ -29,7 +29,7 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
-from wanjax.adapters.jax.attention import pad_keys
+from wanjax.adapters.jax.attention.xla import pad_keys
 
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 

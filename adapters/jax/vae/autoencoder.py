@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from wanjax.adapters.jax.compiled import CompiledFunction
+from wanjax.adapters.jax.platform.compiled import CompiledFunction
 from wanjax.adapters.jax.vae.model import WanVAE, to_uint8
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.adapters.media.images import fit_image
@@ -64,8 +64,9 @@ class JaxVideoAutoencoder:
             video = jax.device_put(video, self._spatial.replicated)
         return self._encode(self._params, video)
 
-    def prepare(self, latents: Any) -> None:
-        self._decode.prepare(self._params, latents)
+    def prepare(self, latents: Any) -> jax.stages.Compiled:
+        """Compiles the decode of `latents`' shape; returns the executable (its HLO shows the collectives)."""
+        return self._decode.prepare(self._params, latents)
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
         frames, finite = self._decode(self._params, latents)

@@ -25,13 +25,13 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.cache_rules import (
+from wanjax.adapters.jax.caching.rules import (
     estimate_unconditional,
     residual_norms,
     sencache_decision,
     teacache_decision,
 )
-from wanjax.adapters.jax.cache_state import (
+from wanjax.adapters.jax.caching.state import (
     CacheControls,
     CacheShapes,
     CacheState,

@@ -8,7 +8,7 @@ query block sweeps the keys `block_k` at a time (a `lax.scan`), keeping the onli
 state (running max, running sum, unnormalised output) in fp32. At most one
 [B, N, block_q, block_k] logit block is alive at a time, so memory is linear in T and S.
 
-The same folding step serves ring attention (adapters/jax/context_parallel.py): it keeps one
+The same folding step serves ring attention (adapters/jax/attention/context_parallel.py): it keeps one
 `SoftmaxState` for its queries and folds every key block that travels the ring into it.
 
 Everything works heads-first ([B, N, L, H]), the layout of the batched matmuls; the public

@@ -16,8 +16,8 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from wanjax.adapters.jax.attention import AttentionFn
-from wanjax.adapters.jax.pallas_attention import PallasAttention
+from wanjax.adapters.jax.attention.xla import AttentionFn
+from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.domain.errors import ConfigError
 
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)

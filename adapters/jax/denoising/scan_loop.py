@@ -20,8 +20,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.cache_state import CacheControls, CacheState, StepReport
-from wanjax.adapters.jax.denoise_step import StepInputs, StepValues, denoise_step, initial_cache
+from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoising.step import StepInputs, StepValues, denoise_step, initial_cache
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
 

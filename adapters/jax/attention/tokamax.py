@@ -11,7 +11,7 @@ import dataclasses
 
 import jax
 
-from wanjax.adapters.jax.attention import attend_aligned
+from wanjax.adapters.jax.attention.xla import attend_aligned
 from wanjax.domain.errors import ConfigError
 
 PLATFORMS = ("gpu", "tpu")

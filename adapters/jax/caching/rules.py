@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wanjax.adapters.jax.cache_state import SenCacheState, SenCacheValues, TeaCacheState, TeaCacheValues
+from wanjax.adapters.jax.caching.state import SenCacheState, SenCacheValues, TeaCacheState, TeaCacheValues
 
 
 def teacache_decision(

@@ -30,8 +30,8 @@ import jax
 from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
-from wanjax.adapters.jax.attention import AttentionFn, XlaAttention
-from wanjax.adapters.jax.blockwise_attention import empty_state, fold_keys, heads_first, normalised
+from wanjax.adapters.jax.attention.xla import AttentionFn, XlaAttention
+from wanjax.adapters.jax.attention.blockwise import empty_state, fold_keys, heads_first, normalised
 from wanjax.adapters.jax.sharding.mesh import BATCH_AXES, CONTEXT, TENSOR
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.sharding import MESH_AXES
@@ -115,7 +115,7 @@ class RingAttention:
     context ring, queries stay; never pads keys (`key_alignment` 1).
 
     Each device folds every key block that reaches it into one online-softmax state of its
-    queries with the blockwise kernel (adapters/jax/blockwise_attention.py): `query_chunk`
+    queries with the blockwise kernel (adapters/jax/attention/blockwise.py): `query_chunk`
     queries by `key_chunk` keys at a time (None: the whole block), so the fp32 logits held at
     once are [b, n, query_chunk, key_chunk], not [b, n, T / context, S / context]: at 720p
     (S = 75600) on 8 context devices a whole block's logits are 357 MB per head and row.

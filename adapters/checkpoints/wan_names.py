@@ -1,4 +1,5 @@
-"""Where a LoRA key lands: the original Wan (ComfyUI, LightX2V, Lightning) names -> diffusers names.
+"""The original Wan (and ComfyUI, LightX2V, Lightning) parameter names -> diffusers names, for
+checkpoints and LoRAs alike.
 
 The one table of the naming difference. Checked against diffusers'
 `scripts/convert_wan_to_diffusers.py` (TRANSFORMER_KEYS_RENAME_DICT, which renames the
