@@ -20,7 +20,8 @@ from wanjax.application.outputs import write_output
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import WanjaxError
-from wanjax.domain.jobs import Job, JobCancelled, JobStatus, JobStore
+from wanjax.domain.jobs import Job, JobCancelled, JobStatus
+from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
 
 log = logging.getLogger(__name__)

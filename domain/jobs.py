@@ -1,10 +1,9 @@
-"""Generation jobs as a server keeps them: accepted, queued, run, finished; and where they are kept."""
+"""Generation jobs as a server keeps them: accepted, queued, run, finished (kept by `ports.JobStore`)."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -60,18 +59,3 @@ class Job:
             "error": self.error,
         }
 
-
-class JobStore(Protocol):
-    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
-
-    def add(self, job: Job) -> None: ...
-
-    def update(self, job: Job) -> None:
-        """Replaces the record of `job.id`."""
-        ...
-
-    def get(self, job_id: str) -> Job | None: ...
-
-    def unfinished(self) -> Sequence[Job]:
-        """Queued and running jobs, oldest first."""
-        ...

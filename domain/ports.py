@@ -15,6 +15,7 @@ import numpy as np
 
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.jobs import Job
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
@@ -101,3 +102,17 @@ class VideoSink(Protocol):
     def write(self, frames: np.ndarray, path: Path, fps: int) -> None: ...
 
 
+class JobStore(Protocol):
+    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
+
+    def add(self, job: Job) -> None: ...
+
+    def update(self, job: Job) -> None:
+        """Replaces the record of `job.id`."""
+        ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def unfinished(self) -> Sequence[Job]:
+        """Queued and running jobs, oldest first."""
+        ...
