@@ -38,7 +38,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from wanjax.application.job_runner import JobRunner
     from wanjax.application.presets import resolve_config
     from wanjax.domain.errors import ConfigError
-    from wanjax.entrypoints.http_api import build_app
+    from wanjax.entrypoints.http_api import KEEP_ALIVE_SECONDS, build_app
 
     if args.queue_size < 1 or args.max_batch < 1:
         raise ConfigError("--queue-size and --max-batch must be at least 1")
@@ -62,7 +62,9 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         on_load_failure=stop_serving,
     )
     app = build_app(runner, token=args.token)
-    server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning"))
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS)
+    )
     runner.start()
     try:
         server.run()
