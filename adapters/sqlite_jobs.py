@@ -1,4 +1,4 @@
-"""The JobStore port on SQLite (stdlib): one file, each write committed before it returns."""
+"""The JobStore port (`domain.ports`) on SQLite (stdlib): one file, each write committed before it returns."""
 
 from __future__ import annotations
 

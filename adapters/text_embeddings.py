@@ -68,7 +68,7 @@ class CachedTextEncoder:
         path = self._path(prompts, max_sequence_length)
         try:
             stored = np.load(path, allow_pickle=False)
-        except (OSError, ValueError):  # not there yet, or unreadable: encode it again
+        except (OSError, ValueError, EOFError):  # not there yet, or unreadable: encode it again
             pass
         else:
             padding = max_sequence_length - stored.shape[1]

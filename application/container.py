@@ -23,7 +23,7 @@ class Container(containers.DeclarativeContainer):
     config = providers.Dependency(instance_of=GenerationConfig)
     """The config as given: presets, checkpoint and overrides layered, `auto` still undecided."""
     platform = providers.Singleton(builders.default_platform)
-    settings = providers.Singleton(GenerationConfig.resolved, config, platform)
+    settings = providers.ThreadSafeSingleton(GenerationConfig.resolved, config, platform)
     """The config with every `auto` decided for `platform`: what every builder reads."""
 
     checkpoint_folder = providers.Singleton(builders.locate_model, settings.provided.model.location)

@@ -20,7 +20,8 @@ from wanjax.application.outputs import write_output
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import WanjaxError
-from wanjax.domain.jobs import Job, JobCancelled, JobStatus, JobStore
+from wanjax.domain.jobs import Job, JobCancelled, JobStatus, RunInterrupted
+from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
 
 log = logging.getLogger(__name__)
@@ -39,15 +40,20 @@ class JobRunner:
         output_dir: Path,
         queue_capacity: int,
         max_batch: int,
+        on_load_failure: Callable[[BaseException], None] = lambda error: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        """`on_load_failure(error)` is called on the worker thread when the model cannot load (the
+        server should exit: no job can run); the jobs stay queued for the next start."""
         self._service = service
         self._config = config
         self._store = store
         self._output_dir = Path(output_dir)
         self._queue = JobQueue(queue_capacity)
         self._max_batch = max_batch
+        self._on_load_failure = on_load_failure
         self._clock = clock
+        self.load_error: BaseException | None = None
         self.metrics = ServerMetrics(lambda: len(self._queue))
         self._cancelled: set[str] = set()  # running jobs asked to stop
         self._lock = threading.Lock()
@@ -67,9 +73,14 @@ class JobRunner:
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
-        """Stops taking jobs; a running batch finishes first (a killed process re-runs it at restart)."""
+        """Graceful shutdown: no job is taken any more, the running batch stops at its next step
+        (the step on the device finishes) and its jobs are recorded as queued again, so that the
+        next start on the same store runs them from the beginning; queued jobs stay queued.
+        Returns once the worker has stopped (or `timeout` passed); at once while the model is
+        still loading, since no job runs then."""
         self._stop.set()
-        self._thread.join(timeout)
+        if self._ready.is_set():
+            self._thread.join(timeout)
 
     def submit(self, body: Any) -> Job:
         """Validates (InvalidRequestError / ConfigError naming the field), records and queues `body`;
@@ -104,11 +115,17 @@ class JobRunner:
             except WanjaxError as err:
                 self._finish(job, JobStatus.FAILED, error=f"cannot be run by this server after its restart: {err}")
                 continue
-            self._store.update(attrs.evolve(job, status=JobStatus.QUEUED, started_at=None, steps_done=0))
+            self._store.update(job.queued_again())
             self._queue.restore(job.id, request)
 
     def _work(self) -> None:
-        self._service.load()
+        try:
+            self._service.load()
+        except Exception as err:
+            log.error("wanjax serve: the model did not load, so no job can run: %s", err)
+            self.load_error = err
+            self._on_load_failure(err)
+            return
         self._ready.set()
         while not self._stop.is_set():
             batch = self._queue.take(self._max_batch, timeout=0.2)
@@ -132,6 +149,8 @@ class JobRunner:
             for job_id, job in jobs.items():
                 jobs[job_id] = attrs.evolve(job, steps_done=done, steps_total=total)
                 self._store.update(jobs[job_id])
+            if self._stop.is_set():
+                raise RunInterrupted
             with self._lock:
                 if self._cancelled.issuperset(job_ids):
                     raise JobCancelled
@@ -148,6 +167,13 @@ class JobRunner:
             for job_id in job_ids:
                 self._take_cancelled(job_id)
                 self._finish(self._store.get(job_id), JobStatus.CANCELLED)
+        except RunInterrupted:
+            for job_id in job_ids:
+                job = self._store.get(job_id)
+                if self._take_cancelled(job_id):
+                    self._finish(job, JobStatus.CANCELLED)
+                else:
+                    self._store.update(job.queued_again())
         except Exception as err:  # a failed batch fails its jobs, never the server
             if not isinstance(err, WanjaxError):
                 log.exception("jobs %s failed", ", ".join(job_ids))

@@ -90,6 +90,8 @@ class GenerationService:
         self._preflight = preflight
         self._loaded: LoadedModel | None = None
         self._loading = threading.Lock()
+        self._config_checked = False
+        self._checking = threading.Lock()
 
     def check(self, requests: Sequence[GenerationRequest]) -> None:
         """Raises now what `generate_batch(requests)` would raise before its first step, loading
@@ -101,8 +103,16 @@ class GenerationService:
         rows = len(requests) * (2 if request.uses_guidance else 1)
         grid = (geometry.frames, geometry.height, geometry.width)
         c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
-        if self._preflight is not None:
-            self._preflight()
+        self._check_config()
+
+    def _check_config(self) -> None:
+        """The preflight, until it has passed once; never beside the load, which it precedes: both
+        build container singletons (the attention backend), whose providers are not thread-safe.
+        A check while the model loads does not wait for the load."""
+        with self._checking:
+            if not self._config_checked and self._preflight is not None:
+                self._preflight()
+            self._config_checked = True
 
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
@@ -120,7 +130,8 @@ class GenerationService:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
         the text and image encoders (torch, host memory) load on another: their loading hides
         behind the transformer's conversion. The `load` span ends when both are done. Concurrent
-        calls load once: the others wait for it (and record no `load` span).
+        calls load once: the others wait for it (and record no `load` span). The config's
+        preflight runs first, if no `check` has run it yet.
 
         The builders share only immutable, already-built values (the checkpoint, the dtype
         name), so building them on two threads is safe."""
@@ -131,6 +142,7 @@ class GenerationService:
         wraps only if some of `prompt_batches` (None: not known yet) is not cached."""
         with self._loading:
             if self._loaded is None:
+                self._check_config()
                 self._loaded = self._build(trace, prompt_batches)
         return self._loaded
 

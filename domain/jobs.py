@@ -1,10 +1,9 @@
-"""Generation jobs as a server keeps them: accepted, queued, run, finished; and where they are kept."""
+"""Generation jobs as a server keeps them: accepted, queued, run, finished (kept by `ports.JobStore`)."""
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import attrs
 
@@ -25,6 +24,11 @@ class JobCancelled(Exception):
     """Raised by a step callback to stop a run whose every job was cancelled."""
 
 
+class RunInterrupted(Exception):
+    """Raised by a step callback to stop a run because the server is shutting down: its jobs
+    (those not cancelled) are queued again, for the next start to run."""
+
+
 @attrs.frozen(kw_only=True)
 class Job:
     """One accepted request. `body` is the request as the client sent it (JSON text), enough to run
@@ -41,6 +45,11 @@ class Job:
     error: str | None = None
     output: str | None = None
     timings: dict[str, float] = attrs.field(factory=dict)
+
+    def queued_again(self) -> Job:
+        """The job back in the queue, its interrupted run's start and progress forgotten (a run
+        starts again from its first step)."""
+        return attrs.evolve(self, status=JobStatus.QUEUED, started_at=None, steps_done=0)
 
     def as_json(self) -> dict[str, Any]:
         """What the API answers about the job (the request body left out)."""
@@ -60,18 +69,3 @@ class Job:
             "error": self.error,
         }
 
-
-class JobStore(Protocol):
-    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
-
-    def add(self, job: Job) -> None: ...
-
-    def update(self, job: Job) -> None:
-        """Replaces the record of `job.id`."""
-        ...
-
-    def get(self, job_id: str) -> Job | None: ...
-
-    def unfinished(self) -> Sequence[Job]:
-        """Queued and running jobs, oldest first."""
-        ...

@@ -14,6 +14,7 @@ import numpy as np
 
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.jobs import Job
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
@@ -91,4 +92,20 @@ class VideoAutoencoder(Protocol):
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
         """Frames [B, F, H, W, 3] uint8."""
+        ...
+
+
+class JobStore(Protocol):
+    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
+
+    def add(self, job: Job) -> None: ...
+
+    def update(self, job: Job) -> None:
+        """Replaces the record of `job.id`."""
+        ...
+
+    def get(self, job_id: str) -> Job | None: ...
+
+    def unfinished(self) -> Sequence[Job]:
+        """Queued and running jobs, oldest first."""
         ...

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import hmac
+import json
 from typing import Any
 
 from starlette.applications import Starlette
@@ -17,7 +19,12 @@ from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.jobs import JobStatus
 
 RETRY_AFTER_SECONDS = 5
+KEEP_ALIVE_SECONDS = 4 * RETRY_AFTER_SECONDS
+"""How long an idle connection stays open: well past Retry-After, so that a client retrying after a
+429 reuses its connection instead of racing the server closing it (uvicorn's default, 5 s, equal
+to Retry-After, reset 3 of the 117 retries of a 16-client load run)."""
 PUBLIC_PATHS = ("/healthz", "/readyz")
+NOT_JSON = "the body is not JSON: send a JSON object of request fields (or multipart: request=JSON, image=FILE)"
 
 
 def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
@@ -25,9 +32,12 @@ def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
 
     async def submit(request: Request) -> Response:
         try:
-            body = await request.json()
-        except ValueError:
-            return _error(422, "the body is not JSON: send a JSON object of request fields")
+            if request.headers.get("content-type", "").startswith("multipart/form-data"):
+                body = await _multipart_body(request)
+            else:
+                body = await request.json()
+        except ValueError as err:
+            return _error(422, str(err) if isinstance(err, InvalidRequestError) else NOT_JSON)
         try:
             job = await asyncio.to_thread(runner.submit, body)
         except (InvalidRequestError, ConfigError) as err:
@@ -99,6 +109,28 @@ class _BearerToken:
                 await response(scope, receive, send)
                 return
         await self._app(scope, receive, send)
+
+
+async def _multipart_body(request: Request) -> dict[str, Any]:
+    """A multipart/form-data submission: the part `request` holds the request fields as a JSON
+    object, the file part `image` the first frame (png/jpg). The image joins the fields as base64,
+    so the job's record holds everything needed to run it again after a restart."""
+    async with request.form(max_files=1, max_fields=1) as form:
+        unknown = sorted(set(form.keys()) - {"request", "image"})
+        if unknown:
+            raise InvalidRequestError(f"{', '.join(unknown)}: unknown form part; send `request` (JSON) and `image` (file)")
+        fields, image = form.get("request"), form.get("image")
+        if not isinstance(fields, str):
+            raise InvalidRequestError("request: give the request fields as a JSON object in the form part `request`")
+        body = json.loads(fields)  # a ValueError: not JSON
+        if not isinstance(body, dict):
+            raise InvalidRequestError("request: the form part `request` must be a JSON object of request fields")
+        if image is None:
+            return body
+        if isinstance(image, str) or "image" in body:
+            raise InvalidRequestError("image: send the first frame once, as the file part `image` (png/jpg)")
+        body["image"] = base64.b64encode(await image.read()).decode()
+    return body
 
 
 def _not_found(request: Request) -> Response:

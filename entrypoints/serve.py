@@ -25,8 +25,11 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
-    """Runs until SIGINT/SIGTERM. Jobs that were accepted and not finished when the process ended
-    (however it ended) run again when it restarts on the same --output-dir."""
+    """Runs until SIGINT/SIGTERM, which shut down gracefully: uvicorn stops accepting connections
+    and answers the requests in flight, then the running batch stops at its next step and its
+    jobs are recorded as queued. Jobs accepted and not finished when the process ended (however
+    it ended) run again when it restarts on the same --output-dir. Exits with the model's error
+    when the model cannot load."""
     import uvicorn
 
     from wanjax.adapters.sqlite_jobs import SqliteJobStore
@@ -35,7 +38,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from wanjax.application.job_runner import JobRunner
     from wanjax.application.presets import resolve_config
     from wanjax.domain.errors import ConfigError
-    from wanjax.entrypoints.http_api import build_app
+    from wanjax.entrypoints.http_api import KEEP_ALIVE_SECONDS, build_app
 
     if args.queue_size < 1 or args.max_batch < 1:
         raise ConfigError("--queue-size and --max-batch must be at least 1")
@@ -43,6 +46,12 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     service = build_container(config).service()
     output_dir = args.output_dir.absolute()
+    server: uvicorn.Server | None = None
+
+    def stop_serving(_: BaseException) -> None:
+        if server is not None:
+            server.should_exit = True
+
     runner = JobRunner(
         service,
         config,
@@ -50,10 +59,17 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         output_dir=output_dir,
         queue_capacity=args.queue_size,
         max_batch=args.max_batch,
+        on_load_failure=stop_serving,
+    )
+    app = build_app(runner, token=args.token)
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning", timeout_keep_alive=KEEP_ALIVE_SECONDS)
     )
     runner.start()
     try:
-        uvicorn.run(build_app(runner, token=args.token), host=args.host, port=args.port, log_level="warning")
+        server.run()
     finally:
-        runner.stop(timeout=0)
+        runner.stop()
+    if runner.load_error is not None:
+        raise runner.load_error
     return 0

@@ -63,3 +63,18 @@ class FakeAutoencoder:
         b, f, h, w, _ = latents.shape
         self.decoded.append(latents.shape)
         return np.zeros((b, (f - 1) * 4 + 1, h * 8, w * 8, 3), np.uint8)
+
+
+def fake_service(build_denoiser, *, image_conditioning=None, max_sequence_length: int = 5):
+    """A GenerationService over the fakes, its denoiser built by `build_denoiser()`; a text-to-video
+    model unless `image_conditioning` says otherwise."""
+    from wanjax.application.service import GenerationService, ModelComponents
+    from wanjax.domain.conditioning import ImageConditioning
+    from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+    components = ModelComponents(
+        transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), num_experts=1, boundary_ratio=None,
+        image_conditioning=image_conditioning or ImageConditioning.NONE, text_encoder=FakeTextEncoder,
+        denoiser=build_denoiser, autoencoder=FakeAutoencoder, image_encoder=lambda: None,
+    )  # fmt: skip
+    return GenerationService(components, max_sequence_length=max_sequence_length)

@@ -1,6 +1,8 @@
 """Write-then-rename, so a failed or interrupted write never leaves a half file at the target.
 
-The temporary file is `.NAME.partial-HOST-PID` beside the target. A run that fails or is
+The temporary file is `.NAME.TOKEN.partial-HOST-PID` beside the target, TOKEN new for every write:
+threads of one process writing the same target at once (two requests encoding the same prompt)
+each write their own file, and the last rename wins whole. A run that fails or is
 stopped by a signal removes its own; one killed outright (SIGKILL, power loss) cannot, so
 every later write into the same folder removes the partial files of processes of this host
 that no longer run.
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -28,7 +31,7 @@ def atomic_path(target: Path) -> Iterator[Path]:
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_partials(target.parent)
-    temporary = target.with_name(f".{target.name}.partial-{owner_tag()}")
+    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial-{owner_tag()}")
     try:
         yield temporary
         os.replace(temporary, target)

@@ -4,8 +4,9 @@ Demo model, tiny sizes. Text embeddings are not cached on disk, so every fresh s
 its text encoder (transformers) while the other threads wait: before the load lock, four threads
 loading it at once failed with "Cannot copy out of meta tensor". The cache policy (cfg_cache,
 interval 2) skips different steps for different step counts, so a report swapped between
-concurrent runs would show. Executables come from the persistent compilation cache, as in a
-`wanjax generate` run, so that each fresh service costs seconds, not a compile.
+concurrent runs would show. Each fresh service compiles its executables again (the test
+session keeps JAX's persistent compilation cache off, tests/conftest.py), so the threads also
+meet while compiling.
 """
 
 import threading
@@ -13,7 +14,6 @@ import threading
 import numpy as np
 import pytest
 
-from wanjax.application.caches import configure_compilation_cache
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 
@@ -34,7 +34,6 @@ REQUESTS = [
 @pytest.fixture(autouse=True)
 def demo_in_session_cache(demo_cache, monkeypatch):
     monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))
-    configure_compilation_cache("auto")  # as the CLI does at start (process-wide)
 
 
 def _fresh_service():

@@ -1,10 +1,12 @@
 """`wanjax serve` as a client sees it: a real server on 127.0.0.1 (a subprocess on a free port),
-the demo model at 32x48, 5 frames, 2 steps. One server serves the module; the restart test
-starts its own, and kills it with SIGKILL."""
+the demo model at 32x48, 5 frames, 2 steps. One server serves the module; the two restart tests
+start their own and stop it mid-job, one with SIGKILL, one with SIGTERM."""
 
+import io
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -13,6 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from PIL import Image
 
 from wanjax.entrypoints.cli import main
 
@@ -135,11 +138,11 @@ def test_cancel_a_queued_and_a_running_job_and_429_when_the_queue_is_full(server
 
 
 def test_a_load_run_completes_every_job_and_loses_none(server):
-    """8 clients x 3 jobs through a queue of 3: refused submissions are retried, as Retry-After asks."""
+    """16 clients x 4 jobs through a queue of 3: refused submissions are retried, as Retry-After asks."""
     accepted, errors = [], []
 
     def client(index: int) -> None:
-        for job in range(3):
+        for job in range(4):
             while True:
                 response = server.submit(prompt=f"client {index} job {job}", seed=index * 10 + job)
                 if response.status_code != 429:
@@ -150,14 +153,43 @@ def test_a_load_run_completes_every_job_and_loses_none(server):
             else:
                 accepted.append(response.json()["id"])
 
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(16)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    assert errors == [] and len(set(accepted)) == 24
+    assert errors == [] and len(set(accepted)) == 64
     assert {server.wait(job_id)["status"] for job_id in accepted} == {"succeeded"}
+    assert all((server.output_dir / f"{job_id}.mp4").is_file() for job_id in accepted)
     assert "wanjax_batches_total" in server.client.get("/metrics").text
+
+
+def test_an_image_sent_as_a_multipart_file_is_validated_before_queueing(server):
+    """The demo is a text-to-video model: the image reaches validation, which refuses it."""
+    png = io.BytesIO()
+    Image.new("RGB", (48, 32), (200, 120, 40)).save(png, format="PNG")
+    refused = server.client.post(
+        "/v1/videos", data={"request": '{"prompt": "a fox"}'}, files={"image": ("fox.png", png.getvalue(), "image/png")}
+    )
+    assert refused.status_code == 422 and "takes no image" in refused.json()["error"]
+
+
+def test_sigterm_stops_the_running_job_at_its_next_step_and_a_restart_runs_it(cache, tmp_path):
+    server = Server(tmp_path / "out", cache).start()
+    running = server.submit(prompt="stopped mid-run", num_inference_steps=LONG).json()["id"]
+    queued = server.submit(prompt="still queued", height=48).json()["id"]
+    server.wait(running, until=lambda job: job["status"] == "running" and job["progress"]["steps_done"] > 0)
+    server.stop(signal.SIGTERM)
+    assert server.process.returncode == 128 + signal.SIGTERM
+    with sqlite3.connect(tmp_path / "out" / "jobs.sqlite") as records:
+        rows = dict(records.execute("SELECT id, status || ' ' || steps_done FROM jobs").fetchall())
+    assert rows == {running: "queued 0", queued: "queued 0"}  # recorded for the restart, not left running
+
+    server = Server(tmp_path / "out", cache).start()
+    try:
+        assert [server.wait(job_id)["status"] for job_id in (running, queued)] == ["succeeded"] * 2
+    finally:
+        server.stop()
 
 
 def test_after_kill_9_a_restart_accounts_for_every_accepted_job(cache, tmp_path):

@@ -57,3 +57,30 @@ def test_the_next_write_into_a_folder_removes_its_stale_partials(tmp_path):
     with atomic_path(tmp_path / "new.npy") as temporary:
         temporary.write_bytes(b"done")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["new.npy"]
+
+
+def test_threads_writing_one_target_at_once_each_finish_and_leave_a_whole_file(tmp_path):
+    """Both writers are inside `atomic_path` at the same time, so a temporary name shared by the
+    process (the pid alone) would be truncated by one and renamed away under the other."""
+    import threading
+
+    target, inside = tmp_path / "embeddings.npy", threading.Barrier(2)
+    payloads, errors = {0: b"a" * 100_000, 1: b"b" * 50_000}, []
+
+    def write(index: int) -> None:
+        try:
+            with atomic_path(target) as temporary, temporary.open("wb") as f:
+                f.write(payloads[index][:10])
+                inside.wait(timeout=10)
+                f.write(payloads[index][10:])
+        except OSError as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(i,)) for i in payloads]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert target.read_bytes() in payloads.values()
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]

@@ -130,3 +130,38 @@ def test_missing_image_for_i2v_fails_before_loading(container, fakes):
     with pytest.raises(InvalidRequestError, match="give the first frame"):
         service.generate(container.config().request("a cat"))
     assert fakes.builds == []
+
+
+def test_the_config_preflight_runs_once_before_the_load_and_never_beside_it():
+    """A submission checked while the server's worker loads the model must not run the preflight
+    then: both resolve container singletons whose providers are not thread-safe."""
+    import threading
+
+    from wanjax.application.service import GenerationService, ModelComponents
+
+    building, release, seen = threading.Event(), threading.Event(), []
+
+    def denoiser():
+        building.set()
+        release.wait(30)
+        return FakeDenoiser()
+
+    components = ModelComponents(
+        transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), num_experts=1, boundary_ratio=None,
+        image_conditioning=ImageConditioning.NONE, text_encoder=FakeTextEncoder, denoiser=denoiser,
+        autoencoder=FakeAutoencoder, image_encoder=lambda: None,
+    )  # fmt: skip
+    service = GenerationService(components, max_sequence_length=5, preflight=lambda: seen.append(building.is_set()))
+    request = GenerationConfig(height=64, width=96, num_frames=9).request("a cat")
+    loader = threading.Thread(target=service.load)
+    loader.start()
+    try:
+        assert building.wait(30)
+        checker = threading.Thread(target=service.check, args=([request],))
+        checker.start()
+        checker.join(30)
+        assert not checker.is_alive(), "a check waited for the load"
+    finally:
+        release.set()
+        loader.join()
+    assert seen == [False]

@@ -73,3 +73,13 @@ def test_identity_follows_the_files_and_settings(tmp_path):
     assert encoder_identity([tmp_path / "text_encoder"], {"dtype": "bfloat16"}) != identity
     weights.write_bytes(b"12345")
     assert encoder_identity([tmp_path / "text_encoder"], {"dtype": "float32"}) != identity
+
+
+def test_an_empty_or_cut_cache_file_is_encoded_again(tmp_path):
+    expected = CachedTextEncoder(Builds(), tmp_path, "encoder-a").encode(["a fox"], 16)
+    (stored,) = tmp_path.iterdir()
+    for damaged in (b"", stored.read_bytes()[:100]):
+        stored.write_bytes(damaged)
+        builds = Builds()
+        got = CachedTextEncoder(builds, tmp_path, "encoder-a").encode(["a fox"], 16)
+        assert len(builds.encoders) == 1 and np.array_equal(got, expected)
