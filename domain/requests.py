@@ -11,7 +11,7 @@ import numpy as np
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
-from wanjax.domain.video_to_video import DEFAULT_STRENGTH
+from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -186,6 +186,8 @@ class GenerationRequest:
             return
         if self.image is not None:
             _fail("video", "<array>", "video-to-video starts from the video alone: drop --image (and --last-image)")
+        steps = self.num_inference_steps if self.sample_timesteps is None else len(self.sample_timesteps)
+        first_denoising_step(steps, self.denoising_strength)
         if len(self.video) < self.num_frames:
             _fail(
                 "video", f"<{len(self.video)} frames>",
