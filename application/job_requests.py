@@ -8,6 +8,7 @@ import binascii
 from typing import Any
 
 from wanjax.adapters.media.images import decode_image
+from wanjax.adapters.media.video_input import decode_video
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
@@ -18,7 +19,8 @@ SERVER_FIELDS = ("cache",)
 
 
 def request_from_json(body: Any, config: GenerationConfig, service: GenerationService) -> GenerationRequest:
-    """`body`'s fields over `config`'s defaults; `image` is a png/jpg as base64. Raises
+    """`body`'s fields over `config`'s defaults; `image` and `last_image` are png/jpg files and
+    `video` an mp4 file, each as base64. Raises
     InvalidRequestError or ConfigError (unknown fields), each naming the field, for whatever
     `service.generate` would refuse before its first step."""
     if not isinstance(body, dict):
@@ -30,18 +32,25 @@ def request_from_json(body: Any, config: GenerationConfig, service: GenerationSe
     for name in SERVER_FIELDS:
         if name in fields:
             raise InvalidRequestError(f"{name}: set by the server (--set cache_policy=...), not per request")
-    if fields.get("image") is not None:
-        fields["image"] = _image(fields["image"])
+    for name in ("image", "last_image"):
+        if fields.get(name) is not None:
+            fields[name] = decode_image(_decoded(fields[name], name, "a png/jpg file"), f"{name} (the request's base64 field)")
+    if fields.get("video") is not None:
+        num_frames = fields.get("num_frames", config.sampling.num_frames)
+        if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
+            raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
+        data = _decoded(fields["video"], "video", "an mp4 file")
+        fields["video"] = decode_video(data, num_frames, "video (the request's base64 field)")
     request = config.request(prompt, **fields)
     service.check([request])
     return request
 
 
-def _image(encoded: Any) -> Any:
+def _decoded(encoded: Any, name: str, kind: str) -> bytes:
+    """The bytes of the base64 request field `name`, a file of `kind`."""
     if not isinstance(encoded, str):
-        raise InvalidRequestError("image: give the first frame as a base64 string of a png/jpg file")
+        raise InvalidRequestError(f"{name}: give it as a base64 string of {kind}")
     try:
-        data = base64.b64decode(encoded, validate=True)
+        return base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):
-        raise InvalidRequestError("image: not valid base64; encode the png/jpg file's bytes as base64") from None
-    return decode_image(data, "image (the request's base64 field)")
+        raise InvalidRequestError(f"{name}: not valid base64; encode the bytes of {kind} as base64") from None

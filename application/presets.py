@@ -16,11 +16,11 @@ from typing import Any
 
 import yaml
 
+from wanjax.domain.architectures import without_diffusers_suffix
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 
 DEFAULT_PRESET = "demo"
-DIFFUSERS_SUFFIX = "-Diffusers"
 
 
 def preset_names() -> list[str]:
@@ -49,8 +49,8 @@ def preset_for_checkpoint(model: str) -> str | None:
     other names). None for anything else: folders, other repos."""
     for name in preset_names():
         repo = str(_preset_values(name).get("model", ""))
-        own_name = repo.rpartition("/")[2].removesuffix(DIFFUSERS_SUFFIX).lower()
-        if own_name == name and model in (repo, repo.removesuffix(DIFFUSERS_SUFFIX)):
+        own_name = without_diffusers_suffix(repo).rpartition("/")[2].lower()
+        if own_name == name and model in (repo, without_diffusers_suffix(repo)):
             return name
     return None
 

@@ -15,9 +15,10 @@ from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
-from wanjax.domain.conditioning import Conditioning, ImageConditioning, first_frame_mask
+from wanjax.domain.conditioning import Conditioning, ImageConditioning, frame_mask
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
+from wanjax.domain.modes import check_inputs
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.ports import Denoiser, ImageEncoder, StepCallback, TextEncoder, VideoAutoencoder
 from wanjax.domain.requests import GenerationRequest
@@ -25,6 +26,7 @@ from wanjax.domain.settings import TextEncoderSettings
 from wanjax.domain.sharding import MeshShape
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.tracing import TimingTrace
+from wanjax.domain.video_to_video import noised_latents
 from wanjax.domain.warmup import warmup_request
 
 OUTPUT_TYPES = ("frames", "latent")
@@ -117,13 +119,7 @@ class GenerationService:
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
         c = self._components
-        mode = c.image_conditioning
-        if request.image is None and mode is ImageConditioning.CHANNELS:
-            raise InvalidRequestError("this is an image-to-video model: give the first frame (--image PATH)")
-        if request.image is not None and mode is ImageConditioning.NONE:
-            raise InvalidRequestError(
-                "this is a text-to-video model and takes no image; drop --image or use an I2V/TI2V model"
-            )
+        check_inputs(request, c.image_conditioning, c.transformer_spec)
         return LatentGeometry.of(request, c.transformer_spec, c.vae_spec)
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
@@ -238,6 +234,10 @@ class GenerationService:
                 latents: Any = _noise(model.denoiser, requests, geometry)
             else:
                 latents = geometry.from_diffusers_layout(initial_latents)
+            if request.video is not None:
+                video = request.video[: request.num_frames]
+                encoded = model.autoencoder.encode_video(video, request.height, request.width)
+                latents = noised_latents(encoded, latents, plan.solver.sigmas[0])
 
         with trace.span("compile"):
             model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
@@ -259,15 +259,21 @@ class GenerationService:
     def _image_conditioning(
         self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel
     ) -> Conditioning:
-        image, mode = request.image, self._components.image_conditioning
+        image, last, mode = request.image, request.last_image, self._components.image_conditioning
         if image is None:
             return Conditioning()
         size = (request.height, request.width)
         if mode is ImageConditioning.FIRST_FRAME:
             return Conditioning(first_frame=model.autoencoder.encode_image(image, *size, num_frames=1))
-        image_latents = np.asarray(model.autoencoder.encode_image(image, *size, num_frames=request.num_frames))
-        mask = first_frame_mask(geometry.frames, geometry.height, geometry.width, self._components.vae_spec.temporal_compression)
-        image_context = model.image_encoder.encode([image]) if model.image_encoder is not None else None
+        image_latents = np.asarray(model.autoencoder.encode_image(image, *size, request.num_frames, last))
+        temporal = self._components.vae_spec.temporal_compression
+        mask = frame_mask(geometry.frames, geometry.height, geometry.width, temporal, last_frame=last is not None)
+        image_context = None
+        if model.image_encoder is not None:
+            # FLF2V: both frames' CLIP tokens as one sequence, the first frame's first (as diffusers'
+            # image embedder concatenates them before its position embedding)
+            tokens = model.image_encoder.encode([image] if last is None else [image, last])
+            image_context = tokens.reshape(1, -1, tokens.shape[-1])
         return Conditioning(extra_channels=np.concatenate([mask, image_latents], axis=-1), image_context=image_context)
 
 

@@ -61,7 +61,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Wan-AI/Wan2.1-T2V-14B-Diffusers": Architecture(transformer=WAN21_T2V_14B, vae=WAN21_VAE),
     "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers": _i2v(WAN21_I2V_14B, 1),
     "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers": _i2v(WAN21_I2V_14B, 1),
-    "Wan-AI/Wan2.1-FLF2V-14B-720P-Diffusers": _i2v(WAN21_FLF2V_14B, 2),
+    "Wan-AI/Wan2.1-FLF2V-14B-720P-diffusers": _i2v(WAN21_FLF2V_14B, 2),  # sic: this repo's suffix is lower case
     "Wan-AI/Wan2.2-T2V-A14B-Diffusers": Architecture(
         transformer=WAN22_T2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.875
     ),
@@ -70,6 +70,15 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE),
 }
+
+
+def without_diffusers_suffix(repo_id: str) -> str:
+    """The official-layout repo of a diffusers-format repo id: the id without "-Diffusers"
+    (Wan2.1-FLF2V's "-diffusers")."""
+    for suffix in ("-Diffusers", "-diffusers"):
+        if repo_id.endswith(suffix):
+            return repo_id.removesuffix(suffix)
+    return repo_id
 
 
 def published_architecture(repo_id: str) -> Architecture:

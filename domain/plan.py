@@ -9,6 +9,7 @@ from wanjax.domain.caching import CachePlan, plan_cache
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, few_step_euler_table, sampler_table
+from wanjax.domain.video_to_video import first_denoising_step
 
 HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `transformer_2`
 
@@ -67,12 +68,16 @@ def expert_per_step_index(num_steps: int, switch_step: int) -> np.ndarray:
 def plan_sampling(
     request: GenerationRequest, *, num_experts: int = 1, model_boundary_ratio: float | None = None
 ) -> SamplingPlan:
-    """The plan for `request` on a model with `num_experts` transformers (1, or 2 for Wan 2.2 A14B)."""
+    """The plan for `request` on a model with `num_experts` transformers (1, or 2 for Wan 2.2 A14B).
+    Video-to-video runs the last steps of the schedule its strength keeps (`first_denoising_step`)."""
     steps, shift = request.num_inference_steps, request.flow_shift
     if request.sample_timesteps is not None:
-        solver = few_step_euler_table(request.sample_timesteps, shift)
+        steps = len(request.sample_timesteps)
+    first = 0 if request.video is None else first_denoising_step(steps, request.denoising_strength)
+    if request.sample_timesteps is not None:
+        solver = few_step_euler_table(request.sample_timesteps[first:], shift)
     else:
-        solver = sampler_table(request.sample_solver, request.sigma_schedule, steps, shift)
+        solver = sampler_table(request.sample_solver, request.sigma_schedule, steps, shift, first_step=first)
     if num_experts == 1:
         for name in ("guidance_scale_low", "boundary_ratio", "expert_switch_step"):
             if getattr(request, name) is not None:

@@ -79,11 +79,18 @@ class Denoiser(Protocol):
 
 
 class VideoAutoencoder(Protocol):
-    """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames; an input image -> latents."""
+    """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames; input images or a video -> latents."""
 
-    def encode_image(self, pixels: np.ndarray, height: int, width: int, num_frames: int) -> Any:
+    def encode_image(
+        self, pixels: np.ndarray, height: int, width: int, num_frames: int, last_pixels: np.ndarray | None = None
+    ) -> Any:
         """Normalized latents [1, F', H', W', C] of a video whose frame 0 is `pixels` (uint8 [H, W, 3],
-        fitted to height x width) followed by num_frames - 1 frames of zeros (mid-grey), as diffusers builds it."""
+        fitted to height x width) followed by num_frames - 1 frames of zeros (mid-grey), as diffusers builds it;
+        with `last_pixels` (first-last-frame-to-video), the last of those frames is that image instead."""
+        ...
+
+    def encode_video(self, frames: np.ndarray, height: int, width: int) -> Any:
+        """Normalized latents [1, F', H', W', C] of `frames` (uint8 [F, H, W, 3], each fitted to height x width)."""
         ...
 
     def prepare(self, latents: Any) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
+from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -95,6 +96,21 @@ def _optional_image(_: Any, attribute: attrs.Attribute, value: np.ndarray | None
         _fail(attribute.name, f"<array {value.shape}>", "is empty")
 
 
+def _optional_video(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
+    if value is None:
+        return
+    if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != 4 or value.shape[3] != 3:
+        shape = getattr(value, "shape", None)
+        _fail(attribute.name, f"<{type(value).__name__} {shape}>", "must be RGB frames, a uint8 array [F, H, W, 3]")
+    if min(value.shape[:3]) < 1:
+        _fail(attribute.name, f"<array {value.shape}>", "is empty")
+
+
+def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
+        _fail(attribute.name, value, "must be a number in (0, 1]: the share of the steps run on the video (0.8 default)")
+
+
 def _solver(_: Any, attribute: attrs.Attribute, value: str) -> None:
     if value not in SOLVERS:
         _fail(attribute.name, value, f"must be one of {', '.join(SOLVERS)}")
@@ -116,7 +132,8 @@ def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) 
 
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
-    """One text-to-video generation: the prompt and every sampling choice, resolved."""
+    """One generation (from text, a first frame, first and last frames, or a video): the prompt,
+    the input media and every sampling choice, resolved."""
 
     prompt: str = attrs.field(validator=_prompt)
     negative_prompt: str = attrs.field(default="", validator=_text)
@@ -144,11 +161,44 @@ class GenerationRequest:
     seed: int = attrs.field(default=0, validator=_seed)
     image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
+    last_image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
+    """First-last-frame-to-video: the last frame, with `image` the first (RGB uint8 [H, W, 3], any size)."""
+    video: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_video)
+    """Video-to-video: the source frames, RGB uint8 [F, H, W, 3] at any size; its first
+    num_frames frames are used."""
+    strength: float | None = attrs.field(default=None, validator=_optional_strength)
+    """Video-to-video: the share of the sampling steps run on the noised video, in (0, 1];
+    None means DEFAULT_STRENGTH."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
+        self._check_inputs()
+
+    def _check_inputs(self) -> None:
+        """The input media and strength fit together and this request's frame count."""
+        if self.last_image is not None and self.image is None:
+            _fail("last_image", "<array>", "needs the first frame too (--image PATH with --last-image PATH)")
+        if self.video is None:
+            if self.strength is not None:
+                _fail("strength", self.strength, "applies to video-to-video only: give the source video (--video PATH)")
+            return
+        if self.image is not None:
+            _fail("video", "<array>", "video-to-video starts from the video alone: drop --image (and --last-image)")
+        steps = self.num_inference_steps if self.sample_timesteps is None else len(self.sample_timesteps)
+        first_denoising_step(steps, self.denoising_strength)
+        if len(self.video) < self.num_frames:
+            _fail(
+                "video", f"<{len(self.video)} frames>",
+                f"has fewer frames than num_frames={self.num_frames}; give a longer video or lower num_frames "
+                f"to at most {len(self.video) - (len(self.video) - 1) % 4} (4k+1)",
+            )  # fmt: skip
+
+    @property
+    def denoising_strength(self) -> float:
+        """The strength a video-to-video run uses: `strength`, else DEFAULT_STRENGTH."""
+        return DEFAULT_STRENGTH if self.strength is None else self.strength
 
     @property
     def uses_guidance(self) -> bool:

@@ -225,6 +225,8 @@ class SamplingDefaults:
     """The UniPC noise grid: official (the Wan code's) or diffusers (diffusers >= 0.37's), docs/sampling.md."""
     sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
     expert_switch_step: int | None = attrs.field(default=None, metadata={"parse": int})
+    strength: float | None = attrs.field(default=None, metadata={"parse": float})
+    """Video-to-video: the share of the steps run on the noised source video, (0, 1]; unset: 0.8."""
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_positive)

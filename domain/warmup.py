@@ -17,13 +17,17 @@ WARMUP_STEPS = 2
 
 def warmup_request(request: GenerationRequest, *, num_experts: int) -> GenerationRequest:
     """`request` cut to `WARMUP_STEPS` steps (its first timesteps, for a given timestep
-    list); with two experts, step 0 runs the high-noise one and step 1 the low-noise one."""
+    list), all of them run (video-to-video at strength 1); with two experts, step 0 runs the
+    high-noise one and step 1 the low-noise one."""
+    # video-to-video: every step runs, whatever the strength would keep (one change: a request
+    # whose strength keeps no step of the short run is refused)
+    strength = {} if request.video is None else {"strength": 1.0}
     if request.sample_timesteps is not None:
-        short = attrs.evolve(request, sample_timesteps=request.sample_timesteps[:WARMUP_STEPS])
+        short = attrs.evolve(request, sample_timesteps=request.sample_timesteps[:WARMUP_STEPS], **strength)
         steps = len(short.sample_timesteps)
     else:
         steps = min(WARMUP_STEPS, request.num_inference_steps)
-        short = attrs.evolve(request, num_inference_steps=steps)
+        short = attrs.evolve(request, num_inference_steps=steps, **strength)
     if num_experts == 2 and steps == 2:
         short = attrs.evolve(short, boundary_ratio=None, expert_switch_step=1)
     return short

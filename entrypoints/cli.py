@@ -33,6 +33,7 @@ FLAG_KEYS = {
     "dtype": "dtype",
     "lora": "loras",
     "lora_low": "loras_low",
+    "strength": "strength",
 }
 
 
@@ -58,6 +59,12 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                         help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
     parser.add_argument("--negative-prompt")
     parser.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
+    parser.add_argument("--last-image", type=Path,
+                        help="last frame (png/jpg), with --image: first-last-frame-to-video (Wan 2.1 FLF2V, Wan 2.2 I2V A14B)")
+    parser.add_argument("--video", type=Path,
+                        help="source video (mp4, or a folder of png/jpg frames) for video-to-video on text-to-video models")
+    parser.add_argument("--strength", type=float,
+                        help="video-to-video: share of the steps run on the noised video, in (0, 1] (default 0.8)")
     parser.add_argument("--height", type=int)
     parser.add_argument("--width", type=int)
     parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
@@ -71,7 +78,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lora-low", action="append", metavar="PATH[:SCALE]",
                         help="LoRA merged into the low-noise expert of Wan 2.2 A14B models; repeatable")
     parser.add_argument("--out", type=Path, default=Path("output.mp4"), help=".mp4, or .npy for uint8 frames [B, F, H, W, 3]")
-    parser.add_argument("--latents", type=Path, help=".npy initial noise [B, C, F', H', W'] (diffusers layout)")
+    parser.add_argument("--latents", type=Path,
+                        help=".npy initial noise [B, C, F', H', W'] (diffusers layout); with --video, the noise mixed into it")
     parser.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
@@ -161,8 +169,8 @@ def _read_latents(path: Path) -> np.ndarray:
         raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
 
 
-def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarray | None) -> list[GenerationRequest]:
-    """One request per prompt; video i gets seed + i."""
+def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str, np.ndarray]) -> list[GenerationRequest]:
+    """One request per prompt, each with the input `media` (request fields); video i gets seed + i."""
     from wanjax.domain.requests import MAX_SEED
 
     seed = config.sampling.seed
@@ -172,7 +180,18 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarra
             f"seed={seed} with {len(prompts)} prompts: video i uses seed + i, up to {last}, past the "
             f"largest seed {MAX_SEED}; give a seed of at most {MAX_SEED - len(prompts) + 1}"
         )
-    return [config.request(prompt, image=image, seed=seed + i) for i, prompt in enumerate(prompts)]
+    return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
+
+
+def _media(args: argparse.Namespace, num_frames: int) -> dict[str, np.ndarray]:
+    """The input images and video the flags name, read (an unreadable one is an InvalidRequestError)."""
+    from wanjax.adapters.media.images import read_image
+    from wanjax.adapters.media.video_input import read_video
+
+    media = {name: read_image(getattr(args, name)) for name in ("image", "last_image") if getattr(args, name)}
+    if args.video is not None:
+        media["video"] = read_video(args.video, num_frames)
+    return media
 
 
 def _join_process_group(args: argparse.Namespace) -> None:
@@ -193,7 +212,6 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed."""
     _join_process_group(args)
     from wanjax.adapters.jax.platform.distributed import is_primary
-    from wanjax.adapters.media.images import read_image
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
     from wanjax.application.outputs import (
@@ -207,8 +225,7 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
 
     config = resolve_config(args.model, set_overrides(args))
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
-    image = read_image(args.image) if args.image is not None else None
-    requests = _requests(config, args.prompt, image)
+    requests = _requests(config, args.prompt, _media(args, config.sampling.num_frames))
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)

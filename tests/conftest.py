@@ -52,6 +52,16 @@ def tiny_i2v_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_flf2v_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.1 FLF2V checkpoint: the I2V one plus a position embedding over two images' CLIP tokens."""
+    from tiny_wan import tiny_wan_i2v_pipeline
+
+    folder = tmp_path_factory.mktemp("tiny-flf2v")
+    tiny_wan_i2v_pipeline(last_frame=True).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def tiny_i2v_a14b_checkpoint(tmp_path_factory):
     """A tiny Wan 2.2 I2V A14B checkpoint: two experts, boundary 0.9, no image encoder."""
     from tiny_wan import tiny_wan_i2v_pipeline

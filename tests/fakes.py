@@ -52,9 +52,13 @@ class FakeAutoencoder:
         self.decoded: list[tuple[int, ...]] = []
         self.encoded: list[tuple[tuple[int, ...], int, int, int]] = []
 
-    def encode_image(self, pixels, height, width, num_frames):
+    def encode_image(self, pixels, height, width, num_frames, last_pixels=None):
         self.encoded.append((pixels.shape, height, width, num_frames))
         return np.ones((1, (num_frames - 1) // 4 + 1, height // 8, width // 8, 16), np.float32)
+
+    def encode_video(self, frames, height, width):
+        self.encoded.append((frames.shape, height, width, len(frames)))
+        return np.ones((1, (len(frames) - 1) // 4 + 1, height // 8, width // 8, 16), np.float32)
 
     def prepare(self, latents: Any) -> None:
         pass

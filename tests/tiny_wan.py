@@ -63,11 +63,13 @@ def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
     return pipe
 
 
-def tiny_wan_i2v_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
+def tiny_wan_i2v_pipeline(seed: int = 0, *, boundary_ratio: float | None = None, last_frame: bool = False):
     """A diffusers WanImageToVideoPipeline with seeded random weights.
 
-    Without `boundary_ratio`: Wan 2.1 I2V (a CLIP image encoder, image cross-attention).
-    With it: Wan 2.2 I2V A14B (two experts, image latents only, no image encoder).
+    Without `boundary_ratio`: Wan 2.1 I2V (a CLIP image encoder, image cross-attention);
+    with `last_frame`, Wan 2.1 FLF2V: a position embedding (random here, zeros in diffusers'
+    init) over two images' CLIP tokens. With `boundary_ratio`: Wan 2.2 I2V A14B (two
+    experts, image latents only, no image encoder).
     """
     from diffusers import WanImageToVideoPipeline, WanTransformer3DModel
     from transformers import CLIPImageProcessor, CLIPVisionModel
@@ -87,11 +89,17 @@ def tiny_wan_i2v_pipeline(seed: int = 0, *, boundary_ratio: float | None = None)
             )
         inner = TINY_TRANSFORMER["num_attention_heads"] * TINY_TRANSFORMER["attention_head_dim"]
         i2v.update(image_dim=IMAGE_DIM, added_kv_proj_dim=inner)
+        if last_frame:
+            vision = image_parts["image_encoder"].config
+            i2v.update(pos_embed_seq_len=2 * ((vision.image_size // vision.patch_size) ** 2 + 1))
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed + 1)
         experts = {"transformer": WanTransformer3DModel(**i2v)}
         if boundary_ratio is not None:
             experts["transformer_2"] = WanTransformer3DModel(**i2v)
+        if last_frame:
+            with torch.no_grad():
+                experts["transformer"].condition_embedder.image_embedder.pos_embed.normal_(std=0.5)
     pipe = WanImageToVideoPipeline(
         tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=text.vae, scheduler=text.scheduler,
         boundary_ratio=boundary_ratio, **experts, **image_parts,

@@ -33,7 +33,7 @@ from wanjax.adapters.checkpoints.checkpoint import (
 from wanjax.adapters.checkpoints.diffusers_folder import read_json
 from wanjax.adapters.checkpoints.original_vae import vae_spec_of
 from wanjax.adapters.checkpoints.weights import Weights
-from wanjax.domain.architectures import ARCHITECTURES
+from wanjax.domain.architectures import ARCHITECTURES, without_diffusers_suffix
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -50,7 +50,6 @@ WAN_MODEL_DEFAULTS = dict(
     in_dim=16, dim=2048, ffn_dim=8192, freq_dim=256, out_dim=16, num_heads=16, num_layers=32, eps=1e-6
 )  # WanModel.__init__'s, for a config.json that leaves a key out
 ROPE_POSITIONS = 1024  # WanModel's rope_params(1024, ...)
-DIFFUSERS_SUFFIX = "-Diffusers"
 
 
 def is_official_folder(root: Path) -> bool:
@@ -155,7 +154,7 @@ def published_repo_id(transformer: TransformerSpec, vae: VaeSpec, num_experts: i
     share one; the folder's path decides between them (the repo name in it, as in the Hugging
     Face cache), else the first. None for an architecture no Wan-AI repo has."""
     found = [
-        repo.removesuffix(DIFFUSERS_SUFFIX)
+        without_diffusers_suffix(repo)
         for repo, published in ARCHITECTURES.items()
         if (published.transformer, published.vae, published.num_experts) == (transformer, vae, num_experts)
     ]

@@ -34,11 +34,14 @@ def check_sampler(solver: str, sigma_schedule: str) -> None:
         )
 
 
-def sampler_table(solver: str, sigma_schedule: str, num_steps: int, shift: float) -> SolverTable:
-    """The float32 table of `solver` for `num_steps` steps at `shift` (see the module docstring)."""
+def sampler_table(
+    solver: str, sigma_schedule: str, num_steps: int, shift: float, *, first_step: int = 0
+) -> SolverTable:
+    """The float32 table of `solver` for `num_steps` steps at `shift` (see the module docstring),
+    run from step `first_step` of that grid (video-to-video; 0: all of it)."""
     check_sampler(solver, sigma_schedule)
     if solver == "dpm++":
-        return dpm_table(num_steps, shift)
+        return dpm_table(num_steps, shift, first_step=first_step)
     if solver == "euler":
-        return euler_table(num_steps, shift)
-    return unipc_table(num_steps, shift, sigma_schedule=sigma_schedule)
+        return euler_table(num_steps, shift, first_step=first_step)
+    return unipc_table(num_steps, shift, sigma_schedule=sigma_schedule, first_step=first_step)

@@ -29,9 +29,11 @@ WIDTH = 2
 """Data predictions a step combines: solver_order 2."""
 
 
-def dpm_table(num_steps: int, shift: float, *, dtype: DTypeLike = np.float32) -> SolverTable:
-    """DPM-Solver++(2M) for `num_steps` model evaluations on the Wan code's dpm++ grid."""
-    schedule = dpm_flow_schedule(num_steps, shift)
+def dpm_table(num_steps: int, shift: float, *, first_step: int = 0, dtype: DTypeLike = np.float32) -> SolverTable:
+    """DPM-Solver++(2M) for `num_steps` model evaluations on the Wan code's dpm++ grid; from
+    `first_step` on (video-to-video) as a fresh solver, first order on its first step."""
+    schedule = dpm_flow_schedule(num_steps, shift).from_step(first_step)
+    num_steps = schedule.num_steps
     sigmas = schedule.sigmas.astype(np.float64)
     lam = log_snr(sigmas)
     h = lam[1:] - lam[:-1]

@@ -13,9 +13,10 @@ from wanjax.domain.scheduling.flow_sigmas import FlowSchedule, euler_flow_schedu
 from wanjax.domain.scheduling.solver import SolverTable, StepCoefficients
 
 
-def euler_table(num_steps: int, shift: float, *, dtype: DTypeLike = np.float32) -> SolverTable:
-    """Euler for `num_steps` model evaluations on the (static) flow grid shifted by `shift`."""
-    return euler_table_on(euler_flow_schedule(num_steps, shift), dtype=dtype)
+def euler_table(num_steps: int, shift: float, *, first_step: int = 0, dtype: DTypeLike = np.float32) -> SolverTable:
+    """Euler for `num_steps` model evaluations on the (static) flow grid shifted by `shift`,
+    from step `first_step` on (video-to-video)."""
+    return euler_table_on(euler_flow_schedule(num_steps, shift).from_step(first_step), dtype=dtype)
 
 
 def euler_table_on(schedule: FlowSchedule, *, dtype: DTypeLike = np.float32) -> SolverTable:

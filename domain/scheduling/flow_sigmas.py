@@ -65,6 +65,13 @@ class FlowSchedule:
     def num_steps(self) -> int:
         return int(self.timesteps.shape[0])
 
+    def from_step(self, first: int) -> FlowSchedule:
+        """The same grid run from step `first` on (video-to-video): its timesteps and sigmas
+        from index `first`, the final 0 kept."""
+        if not 0 <= first < self.num_steps:
+            raise InvalidRequestError(f"a run of {self.num_steps} steps has no step {first} to start from")
+        return FlowSchedule(timesteps=self.timesteps[first:], sigmas=self.sigmas[first:])
+
 
 def _validate_steps_and_shift(num_steps: int, shift: float) -> None:
     """Raise InvalidRequestError unless num_steps is an integer >= 1 and shift a finite > 0."""

@@ -96,6 +96,7 @@ def unipc_table(
     disable_corrector: Collection[int] = (),
     *,
     sigma_schedule: str = "official",
+    first_step: int = 0,
     dtype: DTypeLike = np.float32,
 ) -> SolverTable:
     """UniPC-`order` for `num_steps` model evaluations on the `sigma_schedule` grid
@@ -105,8 +106,13 @@ def unipc_table(
     ones (lower_order_final). `disable_corrector` lists steps j whose predicted sample is
     not corrected (diffusers' meaning: the corrector that would run at step j + 1).
     Weights are computed in float64 and stored as `dtype`, the dtype the loop runs in.
+
+    With `first_step` (video-to-video) the run starts there on the same grid as a fresh
+    solver, as diffusers' scheduler does after `get_timesteps`: no history, so order 1 and
+    no corrector on its first step; step indices (`disable_corrector`) count from it.
     """
-    schedule = unipc_flow_schedule(num_steps, shift, sigma_schedule)
+    schedule = unipc_flow_schedule(num_steps, shift, sigma_schedule).from_step(first_step)
+    num_steps = schedule.num_steps
     _validate(order, disable_corrector, num_steps)
     sigmas = schedule.sigmas.astype(np.float64)
     lam = log_snr(sigmas)

@@ -414,3 +414,85 @@ def test_a_text_encoder_config_that_does_not_fit_its_weights_is_refused(tmp_path
     model = _demo_copy(demo_cache, tmp_path)
     _edit_json(model / "text_encoder" / "config.json", **changes)
     _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'text_encoder' / 'config.json'}", expected)
+
+
+# First-last-frame-to-video and video-to-video: every refusal before loading, naming the fix.
+
+
+def _frame(path, size=(8, 8)):
+    import numpy as np
+    from PIL import Image
+
+    Image.fromarray(np.zeros((*size, 3), np.uint8)).save(path)
+    return str(path)
+
+
+def _frames_folder(folder, count):
+    folder.mkdir()
+    for i in range(count):
+        _frame(folder / f"{i:03d}.png")
+    return str(folder)
+
+
+def test_a_last_frame_without_a_first(tmp_path, capsys):
+    _fails(tmp_path, capsys, ["--last-image", _frame(tmp_path / "last.png")], "needs the first frame too")
+
+
+def test_a_last_frame_for_an_i2v_model_without_the_flf2v_embedding(tmp_path, capsys, tiny_i2v_checkpoint):
+    first, last = _frame(tmp_path / "first.png"), _frame(tmp_path / "last.png")
+    _fails(
+        tmp_path, capsys, ["--model", str(tiny_i2v_checkpoint), "--image", first, "--last-image", last],
+        "reads one image", "wan2.1-flf2v-14b-720p",
+    )  # fmt: skip
+
+
+def test_a_video_for_an_image_to_video_model(tmp_path, capsys, tiny_i2v_checkpoint):
+    video = _frames_folder(tmp_path / "frames", 17)
+    args = ["--model", str(tiny_i2v_checkpoint), "--video", video, "--num-frames", "17"]
+    _fails(tmp_path, capsys, args, "runs on a text-to-video model")
+
+
+def test_a_video_with_an_image(tmp_path, capsys):
+    video, image = _frames_folder(tmp_path / "frames", 17), _frame(tmp_path / "first.png")
+    _fails(tmp_path, capsys, ["--video", video, "--image", image], "drop --image")
+
+
+@pytest.mark.parametrize("strength", ["0", "1.5", "-0.2"])
+def test_a_strength_outside_zero_to_one(tmp_path, capsys, strength):
+    _fails(tmp_path, capsys, ["--video", _frames_folder(tmp_path / "frames", 17), "--strength", strength], "(0, 1]")
+
+
+def test_a_strength_that_keeps_no_step(tmp_path, capsys):
+    video = _frames_folder(tmp_path / "frames", 17)
+    _fails(tmp_path, capsys, ["--video", video, "--steps", "8", "--strength", "0.1"], "int(8 * 0.1) = 0 steps")
+
+
+def test_a_strength_without_a_video(tmp_path, capsys):
+    _fails(tmp_path, capsys, ["--strength", "0.5"], "applies to video-to-video only")
+
+
+def test_a_video_shorter_than_num_frames(tmp_path, capsys):
+    video = _frames_folder(tmp_path / "frames", 5)
+    _fails(tmp_path, capsys, ["--video", video, "--num-frames", "9"], "frames has 5 frame(s); num_frames=9")
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda path: path.write_bytes(b"not a video"), "not a readable video file"),
+        (lambda path: path.mkdir(), "without png/jpg frames"),
+        (lambda path: None, "does not exist"),
+    ],
+    ids=["garbage", "empty-folder", "missing"],
+)
+def test_an_unreadable_video(tmp_path, capsys, make, message):
+    source = tmp_path / "source.mp4"
+    make(source)
+    _fails(tmp_path, capsys, ["--video", str(source)], "source.mp4", message)
+
+
+def test_frames_of_different_sizes(tmp_path, capsys):
+    folder = tmp_path / "frames"
+    _frames_folder(folder, 16)
+    _frame(folder / "999.png", size=(8, 16))
+    _fails(tmp_path, capsys, ["--video", str(folder)], "frames differ in size")

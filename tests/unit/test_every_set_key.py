@@ -1,6 +1,6 @@
 """`wanjax generate --set KEY=VALUE` accepts every key it accepted before the settings were split
-into sections (the list below is the flat config of commit 7422b1d) and parses each value to the
-key's type."""
+into sections (the list below is the flat config of commit 7422b1d, and `strength` since) and
+parses each value to the key's type."""
 
 from __future__ import annotations
 
@@ -83,6 +83,7 @@ ACCEPTED = {
     "sigma_schedule": ("diffusers", "diffusers"),
     "sample_timesteps": ("1000,750,500,250", (1000.0, 750.0, 500.0, 250.0)),
     "expert_switch_step": ("2", 2),
+    "strength": ("0.6", 0.6),
     "negative_prompt": ("blurry, static", "blurry, static"),
     "seed": ("42", 42),
     "fps": ("24", 24),

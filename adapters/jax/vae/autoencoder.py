@@ -1,5 +1,5 @@
 """The JAX video autoencoder: latents -> uint8 frames on device, then one transfer to the host;
-an input image -> normalized latents for image-to-video conditioning."""
+input images or a source video -> normalized latents for conditioning or video-to-video."""
 
 from __future__ import annotations
 
@@ -22,8 +22,8 @@ class JaxVideoAutoencoder:
 
     With `spatial` the decode runs over its mesh: parameters replicated on every device,
     activations split along height (or width), the uint8 frames replicated at the end so
-    that every process can read them. Encoding (image-to-video's one image) and tiled decoding
-    run replicated.
+    that every process can read them. Encoding (the input images, a source video) and tiled
+    decoding run replicated.
     """
 
     def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None) -> None:
@@ -57,9 +57,20 @@ class JaxVideoAutoencoder:
         vae = nnx.merge(self._graphdef, params)
         return vae.normalize_latents(vae.encode(video))
 
-    def encode_image(self, pixels: np.ndarray, height: int, width: int, num_frames: int) -> jax.Array:
+    def encode_image(
+        self, pixels: np.ndarray, height: int, width: int, num_frames: int, last_pixels: np.ndarray | None = None
+    ) -> jax.Array:
         video = np.zeros((1, num_frames, height, width, 3), np.float32)  # [B, F, H, W, 3] in [-1, 1]
         video[0, 0] = fit_image(pixels, height, width)
+        if last_pixels is not None:
+            video[0, -1] = fit_image(last_pixels, height, width)
+        return self._encoded(video)
+
+    def encode_video(self, frames: np.ndarray, height: int, width: int) -> jax.Array:
+        return self._encoded(np.stack([fit_image(frame, height, width) for frame in frames])[None])
+
+    def _encoded(self, video: np.ndarray) -> jax.Array:
+        """Normalized latents of `video` [1, F, H, W, 3] float32 in [-1, 1]."""
         if self._spatial is not None:
             video = jax.device_put(video, self._spatial.replicated)
         return self._encode(self._params, video)
