@@ -74,6 +74,7 @@ def fake_service(build_denoiser, *, image_conditioning=None, max_sequence_length
     model unless `image_conditioning` says otherwise."""
     from wanjax.application.service import GenerationService, ModelComponents
     from wanjax.domain.conditioning import ImageConditioning
+    from wanjax.domain.settings import TextEncoderSettings
     from wanjax.domain.specs import TransformerSpec, VaeSpec
 
     components = ModelComponents(
@@ -81,4 +82,4 @@ def fake_service(build_denoiser, *, image_conditioning=None, max_sequence_length
         image_conditioning=image_conditioning or ImageConditioning.NONE, text_encoder=FakeTextEncoder,
         denoiser=build_denoiser, autoencoder=FakeAutoencoder, image_encoder=lambda: None,
     )  # fmt: skip
-    return GenerationService(components, max_sequence_length=max_sequence_length)
+    return GenerationService(components, TextEncoderSettings(max_sequence_length=max_sequence_length))

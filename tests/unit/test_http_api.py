@@ -17,7 +17,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.entrypoints.http_api import build_app
 
-CONFIG = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5)
+CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
 
 
 @pytest.fixture

@@ -5,7 +5,7 @@ import pytest
 from wanjax.application.job_queue import JobQueue, QueueFull
 from wanjax.domain.config import GenerationConfig
 
-CONFIG = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=4)
+CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4))
 
 
 def _request(prompt="a cat", **fields):

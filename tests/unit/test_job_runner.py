@@ -17,7 +17,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import CheckpointError, InvalidRequestError
 from wanjax.domain.jobs import Job, JobStatus
 
-CONFIG = GenerationConfig(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5)
+CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
 WAIT = 30  # seconds a test waits for the worker before it fails (never reached when all is well)
 
 
@@ -50,7 +50,7 @@ class GatedDenoiser(FakeDenoiser):
 
 
 def _runner(tmp_path, denoiser, *, capacity=8, max_batch=4, load=None, on_load_failure=lambda error: None):
-    service = fake_service(load or (lambda: denoiser), max_sequence_length=CONFIG.max_sequence_length)
+    service = fake_service(load or (lambda: denoiser), max_sequence_length=CONFIG.text_encoder.max_sequence_length)
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
     return JobRunner(service, CONFIG, store, output_dir=tmp_path, queue_capacity=capacity, max_batch=max_batch,
                      on_load_failure=on_load_failure)  # fmt: skip

@@ -12,6 +12,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import unipc_table
+from wanjax.domain.settings import TextEncoderSettings
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
@@ -151,8 +152,9 @@ def test_the_config_preflight_runs_once_before_the_load_and_never_beside_it():
         image_conditioning=ImageConditioning.NONE, text_encoder=FakeTextEncoder, denoiser=denoiser,
         autoencoder=FakeAutoencoder, image_encoder=lambda: None,
     )  # fmt: skip
-    service = GenerationService(components, max_sequence_length=5, preflight=lambda: seen.append(building.is_set()))
-    request = GenerationConfig(height=64, width=96, num_frames=9).request("a cat")
+    prompts = TextEncoderSettings(max_sequence_length=5)
+    service = GenerationService(components, prompts, preflight=lambda: seen.append(building.is_set()))
+    request = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9)).request("a cat")
     loader = threading.Thread(target=service.load)
     loader.start()
     try:
