@@ -265,7 +265,7 @@ class GenerationService:
         size = (request.height, request.width)
         if mode is ImageConditioning.FIRST_FRAME:
             return Conditioning(first_frame=model.autoencoder.encode_image(image, *size, num_frames=1))
-        image_latents = np.asarray(model.autoencoder.encode_image(image, *size, request.num_frames, last))
+        image_latents = model.autoencoder.encode_image(image, *size, request.num_frames, last)
         temporal = self._components.vae_spec.temporal_compression
         mask = frame_mask(geometry.frames, geometry.height, geometry.width, temporal, last_frame=last is not None)
         image_context = None
@@ -274,7 +274,9 @@ class GenerationService:
             # image embedder concatenates them before its position embedding)
             tokens = model.image_encoder.encode([image] if last is None else [image, last])
             image_context = tokens.reshape(1, -1, tokens.shape[-1])
-        return Conditioning(extra_channels=np.concatenate([mask, image_latents], axis=-1), image_context=image_context)
+        xp = array_namespace(image_latents)
+        extra_channels = xp.concat([xp.asarray(mask), image_latents], axis=-1)
+        return Conditioning(extra_channels=extra_channels, image_context=image_context)
 
 
 def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: LatentGeometry) -> Any:
@@ -282,11 +284,18 @@ def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: 
     one = (1, *geometry.shape[1:])
     if len(requests) == 1:
         return denoiser.noise(requests[0].seed, one)
-    return np.concatenate([np.asarray(denoiser.noise(r.seed, one)) for r in requests])
+    rows = [denoiser.noise(r.seed, one) for r in requests]
+    return array_namespace(rows[0]).concat(rows, axis=0)
 
 
 def _repeated(conditioning: Conditioning, batch: int) -> Conditioning:
-    """The image conditioning (one image) repeated for every video of the batch."""
+    """The image conditioning (one image) repeated for every video of the batch, where it is."""
     if batch == 1:
         return conditioning
-    return Conditioning(*(None if a is None else np.repeat(np.asarray(a), batch, axis=0) for a in conditioning))
+    return Conditioning(*(None if a is None else array_namespace(a).repeat(a, batch, axis=0) for a in conditioning))
+
+
+def array_namespace(array: Any) -> Any:
+    """The array API namespace of `array` (jax.numpy for a device array, numpy for a host one), so
+    that arrays an adapter left on its device are combined there, never copied through the host."""
+    return array.__array_namespace__() if hasattr(array, "__array_namespace__") else np
