@@ -86,24 +86,24 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         _fail(attribute.name, value, "must be a text")
 
 
-def _optional_image(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-    if value is None:
-        return
-    if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != 3 or value.shape[2] != 3:
-        shape = getattr(value, "shape", None)
-        _fail(attribute.name, f"<{type(value).__name__} {shape}>", "must be RGB pixels, a uint8 array [H, W, 3]")
-    if min(value.shape[:2]) < 1:
-        _fail(attribute.name, f"<array {value.shape}>", "is empty")
+def _optional_pixels(layout: str):
+    """Checks an optional uint8 RGB array of `layout` ("[H, W, 3]" for an image, "[F, H, W, 3]" for frames)."""
+    ndim, what = (3, "RGB pixels") if layout == "[H, W, 3]" else (4, "RGB frames")
+
+    def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
+        if value is None:
+            return
+        if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != ndim or value.shape[-1] != 3:
+            shape = getattr(value, "shape", None)
+            _fail(attribute.name, f"<{type(value).__name__} {shape}>", f"must be {what}, a uint8 array {layout}")
+        if min(value.shape[:-1]) < 1:
+            _fail(attribute.name, f"<array {value.shape}>", "is empty")
+
+    return check
 
 
-def _optional_video(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-    if value is None:
-        return
-    if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != 4 or value.shape[3] != 3:
-        shape = getattr(value, "shape", None)
-        _fail(attribute.name, f"<{type(value).__name__} {shape}>", "must be RGB frames, a uint8 array [F, H, W, 3]")
-    if min(value.shape[:3]) < 1:
-        _fail(attribute.name, f"<array {value.shape}>", "is empty")
+_optional_image = _optional_pixels("[H, W, 3]")
+_optional_frames = _optional_pixels("[F, H, W, 3]")
 
 
 def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
@@ -163,7 +163,7 @@ class GenerationRequest:
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
     last_image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
     """First-last-frame-to-video: the last frame, with `image` the first (RGB uint8 [H, W, 3], any size)."""
-    video: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_video)
+    video: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_frames)
     """Video-to-video: the source frames, RGB uint8 [F, H, W, 3] at any size; its first
     num_frames frames are used."""
     strength: float | None = attrs.field(default=None, validator=_optional_strength)
