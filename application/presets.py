@@ -49,10 +49,16 @@ def preset_for_checkpoint(model: str) -> str | None:
     other names). None for anything else: folders, other repos."""
     for name in preset_names():
         repo = str(_preset_values(name).get("model", ""))
-        own_name = repo.rpartition("/")[2].removesuffix(DIFFUSERS_SUFFIX).lower()
-        if own_name == name and model in (repo, repo.removesuffix(DIFFUSERS_SUFFIX)):
+        official = _without_diffusers_suffix(repo)
+        if official.rpartition("/")[2].lower() == name and model in (repo, official):
             return name
     return None
+
+
+def _without_diffusers_suffix(repo: str) -> str:
+    """The official repo of a diffusers one: "-Diffusers" (Wan 2.1 VACE's: "-diffusers") cut off."""
+    cut = len(repo) - len(DIFFUSERS_SUFFIX)
+    return repo[:cut] if repo[cut:].lower() == DIFFUSERS_SUFFIX.lower() else repo
 
 
 def resolve_config(

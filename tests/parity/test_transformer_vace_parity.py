@@ -128,7 +128,7 @@ def test_missing_vace_tensor_is_named(case: Case) -> None:
 @pytest.mark.parametrize("case", ["l5-v3"], indirect=True)
 def test_control_must_fit(case: Case) -> None:
     model = load_transformer(case.spec, runtime(True), case.saved.tensors)
-    with pytest.raises(ValueError, match="control latents go with a VACE transformer"):
+    with pytest.raises(ValueError, match="needs control latents"):
         model(case.latents, case.timestep, case.context)
     with pytest.raises(ValueError, match=r"control latents \[B=2, Fc<=2, H=4, W=6, C=12\]"):
         model(case.latents, case.timestep, case.context, control=case.control[..., :8])

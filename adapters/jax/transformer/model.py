@@ -153,15 +153,24 @@ class WanTransformer(nnx.Module):
             or cache.text_k.shape[1] != b
         ):
             raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
-        if (control is None) != (self.vace is None):
-            raise ValueError("control latents go with a VACE transformer, and only with one")
+        if control is None and self.vace is not None:
+            raise ValueError("this VACE transformer needs control latents")
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
-        vace = None if self.vace is None else self.vace.control(control, control_scale, latents.shape)
+        vace = None if control is None else self.vace_control(control, control_scale, latents.shape)
         x, time = self.embed(latents, timestep)
         return self.head(self.run_blocks(x, cache, time.temb6, rope, vace), time, grid)
+
+    def vace_control(
+        self, control: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
+    ) -> VaceControl:
+        """What `run_blocks` reads of the control latents [B, Fc <= F, H, W, vace_in_channels] and
+        their scale (one number or one per VACE layer, None: 1), beside latents of `latent_shape`."""
+        if self.vace is None:
+            raise ValueError("control latents were given, but this transformer has no VACE blocks (vace_layers None)")
+        return self.vace.control(control, scale, latent_shape)
 
     def embed(self, latents: jax.Array, timestep: jax.Array) -> tuple[jax.Array, TimeEmbedding]:
         """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D], and the
