@@ -86,6 +86,11 @@ class VideoAutoencoder(Protocol):
         fitted to height x width) followed by num_frames - 1 frames of zeros (mid-grey), as diffusers builds it."""
         ...
 
+    def encode_video(self, video: np.ndarray) -> Any:
+        """Normalized latents [1, F', H', W', C] of video [1, F, H, W, 3] in [-1, 1] (the encoder's
+        mode, as diffusers' sample_mode="argmax")."""
+        ...
+
     def prepare(self, latents: Any) -> None:
         """Compiles the decoder for latents of this shape; a no-op when already compiled."""
         ...

@@ -60,6 +60,9 @@ class JaxVideoAutoencoder:
     def encode_image(self, pixels: np.ndarray, height: int, width: int, num_frames: int) -> jax.Array:
         video = np.zeros((1, num_frames, height, width, 3), np.float32)  # [B, F, H, W, 3] in [-1, 1]
         video[0, 0] = fit_image(pixels, height, width)
+        return self.encode_video(video)
+
+    def encode_video(self, video: np.ndarray) -> jax.Array:
         if self._spatial is not None:
             video = jax.device_put(video, self._spatial.replicated)
         return self._encode(self._params, video)
