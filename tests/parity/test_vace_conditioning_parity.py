@@ -6,18 +6,17 @@ VAE parity's (1e-5 of max|ref|)."""
 from __future__ import annotations
 
 import numpy as np
-import PIL.Image
 import pytest
 import torch
 
 from tiny_wan import TINY_VAE
+from vace_inputs import FRAMES, HEIGHT, WIDTH, MODES, inputs, to_pil, unit
 from vae_models import VaeModels
 
 from wanjax.adapters.jax.autoencoder import JaxVideoAutoencoder
 from wanjax.application.vace import vace_control
 from wanjax.domain.vace import mask_latents, nearest_frames
 
-FRAMES, HEIGHT, WIDTH = 9, 32, 48
 RELATIVE_TOLERANCE = 1e-5
 VACE_TRANSFORMER = dict(
     num_attention_heads=2, attention_head_dim=8, in_channels=16, out_channels=16, text_dim=16,
@@ -37,40 +36,22 @@ def models(tmp_path_factory: pytest.TempPathFactory) -> tuple[object, JaxVideoAu
     return pipe, JaxVideoAutoencoder(vae.load(dtype=np.float32))
 
 
-def inputs(mode: str) -> tuple[np.ndarray | None, np.ndarray | None, list[np.ndarray]]:
-    """uint8 video [F, H, W, 3], mask [F, H, W] (0 or 255) and reference images [H, W, 3]."""
-    rng = np.random.default_rng(5)
-    video = rng.integers(0, 256, (FRAMES, HEIGHT, WIDTH, 3), dtype=np.uint8)
-    mask = np.zeros((FRAMES, HEIGHT, WIDTH), np.uint8)
-    mask[:, 8:24, 16:40] = 255  # regenerate a box, keep the rest
-    mask[0] = 0  # keep the first frame whole
-    references = [rng.integers(0, 256, (HEIGHT, WIDTH, 3), dtype=np.uint8) for _ in range(2)]
-    return {
-        "video": (video, None, []),
-        "video-mask": (video, mask, []),
-        "video-mask-references": (video, mask, references),
-    }[mode]
-
-
 def reference(pipe: object, video, mask, references) -> np.ndarray:
     """diffusers' conditioning latents [1, 96, R + F', H', W'] in our layout."""
-    pil = lambda frames, mode: [PIL.Image.fromarray(f, mode) for f in frames]  # noqa: E731
     with torch.no_grad():
         v, m, refs = pipe.preprocess_conditions(
-            pil(video, "RGB"), None if mask is None else pil(mask, "L"),
-            [PIL.Image.fromarray(r) for r in references] or None, 1, HEIGHT, WIDTH, FRAMES, torch.float32, "cpu",
-        )  # fmt: skip
+            *to_pil(video, mask, references), 1, HEIGHT, WIDTH, FRAMES, torch.float32, "cpu"
+        )
         latents = pipe.prepare_video_latents(v, m, refs)
         control = torch.cat([latents, pipe.prepare_masks(m, refs)], dim=1)
     return control.numpy().transpose(0, 2, 3, 4, 1)
 
 
-@pytest.mark.parametrize("mode", ["video", "video-mask", "video-mask-references"])
+@pytest.mark.parametrize("mode", MODES)
 def test_control_latents_match_diffusers(models, mode: str) -> None:
     pipe, autoencoder = models
     video, mask, references = inputs(mode)
     expected = reference(pipe, video, mask, references)
-    unit = lambda pixels: pixels.astype(np.float32) / 255 * 2 - 1  # noqa: E731  [0, 255] -> [-1, 1]
     got = vace_control(
         autoencoder, unit(video), None if mask is None else mask.astype(np.float32) / 255,
         [unit(r) for r in references], frames=FRAMES, height=HEIGHT, width=WIDTH, temporal=4, spatial=8,
