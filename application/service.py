@@ -12,6 +12,7 @@ import numpy as np
 
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
+from wanjax.application.vace import reference_frames, request_control, vace_geometry
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
@@ -113,7 +114,7 @@ class GenerationService:
             raise InvalidRequestError(
                 "this is a text-to-video model and takes no image; drop --image or use an I2V/TI2V model"
             )
-        return LatentGeometry.of(request, c.transformer_spec, c.vae_spec)
+        return vace_geometry(request, c.transformer_spec, LatentGeometry.of(request, c.transformer_spec, c.vae_spec))
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
@@ -231,12 +232,14 @@ class GenerationService:
         with trace.span("denoise"):
             denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
         latents, report = denoised.latents, denoised.cache_report
+        references = reference_frames(request)
         calibration = None
         if request.cache.magcache_calibration:
             calibration = calibrate_curve(report.residual_norms, plan.experts)
         if output_type == "latent":
             array = geometry.to_diffusers_layout(np.asarray(latents))
         else:
+            latents = latents[:, references:]  # VACE: the reference images' frames are not video
             with trace.span("compile"):
                 model.autoencoder.prepare(latents)
             with trace.span("vae_decode"):
@@ -247,6 +250,9 @@ class GenerationService:
         self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel
     ) -> Conditioning:
         image, mode = request.image, self._components.image_conditioning
+        if self._components.transformer_spec.is_vace:
+            control = request_control(request, model.autoencoder, self._components.vae_spec)
+            return Conditioning(control=control)
         if image is None:
             return Conditioning()
         size = (request.height, request.width)

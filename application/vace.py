@@ -5,10 +5,47 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import numpy as np
 
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.ports import VideoAutoencoder
+from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.vace import control_latents, mask_latents, masked_videos
+
+
+def vace_geometry(request: GenerationRequest, transformer: TransformerSpec, geometry: LatentGeometry) -> LatentGeometry:
+    """The latents a request makes on this transformer: a VACE model's have one more frame per
+    reference image (before the video's). Raises before any load where VACE inputs are given to
+    a model without VACE blocks, or do not fit the request."""
+    if not transformer.is_vace:
+        if request.vace is not None:
+            raise InvalidRequestError(
+                "--video, --mask and --reference-image guide a Wan 2.1 VACE model; this model has no VACE "
+                "blocks: use one (e.g. --model wan2.1-vace-1.3b) or drop them"
+            )
+        return geometry
+    if request.vace is None:
+        return geometry
+    request.vace.check(request.num_frames, request.height, request.width)
+    return attrs.evolve(geometry, frames=geometry.frames + len(request.vace.references))
+
+
+def request_control(request: GenerationRequest, autoencoder: VideoAutoencoder, vae: VaeSpec) -> np.ndarray:
+    """The control latents of a request to a VACE model (none given: diffusers' defaults, a
+    mid-grey video to regenerate everywhere)."""
+    video, mask, references = (None, None, []) if request.vace is None else request.vace.as_unit()
+    return vace_control(
+        autoencoder, video, mask, references, frames=request.num_frames, height=request.height,
+        width=request.width, temporal=vae.temporal_compression, spatial=vae.spatial_compression,
+    )  # fmt: skip
+
+
+def reference_frames(request: GenerationRequest) -> int:
+    """The latent frames a VACE request's reference images add before the video's (dropped before decoding)."""
+    return 0 if request.vace is None else len(request.vace.references)
 
 
 def vace_control(

@@ -11,6 +11,7 @@ import numpy as np
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
+from wanjax.domain.vace import VaceInputs
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -144,6 +145,10 @@ class GenerationRequest:
     seed: int = attrs.field(default=0, validator=_seed)
     image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
     """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
+    vace: VaceInputs | None = attrs.field(
+        default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
+    )
+    """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 

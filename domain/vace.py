@@ -18,7 +18,46 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import attrs
 import numpy as np
+
+from wanjax.domain.errors import InvalidRequestError
+
+
+@attrs.frozen(eq=False)
+class VaceInputs:
+    """What a VACE generation is guided by, as pixels: a control video uint8 [F, H, W, 3], a mask
+    uint8 [F, H, W] (white: regenerate, black: keep the video) and reference images uint8
+    [H, W, 3] already on their canvas (the video size). Each may be absent. Compared by identity:
+    videos of one batch share one VaceInputs."""
+
+    video: np.ndarray | None = None
+    mask: np.ndarray | None = None
+    references: tuple[np.ndarray, ...] = attrs.field(default=(), converter=tuple)
+
+    def check(self, num_frames: int, height: int, width: int) -> None:
+        """Raises, naming the input, where one does not fit the requested video."""
+        expected = {"video": (num_frames, height, width, 3), "mask": (num_frames, height, width)}
+        for name, want in expected.items():
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, np.ndarray) or value.shape != want):
+                raise InvalidRequestError(
+                    f"the VACE {name} has shape {getattr(value, 'shape', None)}; this request needs {want} "
+                    f"({num_frames} frames of {height}x{width})"
+                )
+        for index, image in enumerate(self.references):
+            if not isinstance(image, np.ndarray) or image.shape != (height, width, 3):
+                raise InvalidRequestError(
+                    f"VACE reference image {index} has shape {getattr(image, 'shape', None)}; "
+                    f"it must be on a {height}x{width} canvas ({(height, width, 3)})"
+                )
+
+    def as_unit(self) -> tuple[np.ndarray | None, np.ndarray | None, list[np.ndarray]]:
+        """(video in [-1, 1], mask in [0, 1], references in [-1, 1]), float32, as diffusers normalises."""
+        signed = lambda pixels: np.asarray(pixels, np.float32) / 255 * 2 - 1  # noqa: E731
+        video = None if self.video is None else signed(self.video)
+        mask = None if self.mask is None else np.asarray(self.mask, np.float32) / 255
+        return video, mask, [signed(r) for r in self.references]
 
 
 def binary_mask(mask: np.ndarray) -> np.ndarray:

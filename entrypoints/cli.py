@@ -19,6 +19,7 @@ from wanjax.entrypoints.serve import add_serve_parser
 if TYPE_CHECKING:
     from wanjax.domain.config import GenerationConfig
     from wanjax.domain.requests import GenerationRequest
+    from wanjax.domain.vace import VaceInputs
 
 # CLI flag -> config key; each is also reachable as --set key=value
 FLAG_KEYS = {
@@ -58,6 +59,10 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                         help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
     parser.add_argument("--negative-prompt")
     parser.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
+    parser.add_argument("--video", type=Path, help="VACE models: the control video (its first --num-frames frames)")
+    parser.add_argument("--mask", type=Path, help="VACE models: a mask video, white where to regenerate")
+    parser.add_argument("--reference-image", type=Path, action="append", default=[],
+                        help="VACE models: a reference image (png/jpg); repeatable")
     parser.add_argument("--height", type=int)
     parser.add_argument("--width", type=int)
     parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
@@ -159,7 +164,9 @@ def _read_latents(path: Path) -> np.ndarray:
         raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
 
 
-def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarray | None) -> list[GenerationRequest]:
+def _requests(
+    config: GenerationConfig, prompts: Sequence[str], image: np.ndarray | None, vace: VaceInputs | None = None
+) -> list[GenerationRequest]:
     """One request per prompt; video i gets seed + i."""
     from wanjax.domain.requests import MAX_SEED
 
@@ -169,7 +176,7 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], image: np.ndarra
             f"seed={config.seed} with {len(prompts)} prompts: video i uses seed + i, up to {last}, past the "
             f"largest seed {MAX_SEED}; give a seed of at most {MAX_SEED - len(prompts) + 1}"
         )
-    return [config.request(prompt, image=image, seed=config.seed + i) for i, prompt in enumerate(prompts)]
+    return [config.request(prompt, image=image, vace=vace, seed=config.seed + i) for i, prompt in enumerate(prompts)]
 
 
 def _join_process_group(args: argparse.Namespace) -> None:
@@ -191,6 +198,7 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     _join_process_group(args)
     from wanjax.adapters.jax.distributed import is_primary
     from wanjax.adapters.media.images import read_image
+    from wanjax.adapters.media.vace_inputs import read_vace_inputs
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
     from wanjax.application.outputs import (
@@ -205,7 +213,9 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     config = resolve_config(args.model, _overrides(args))
     configure_compilation_cache(config.compilation_cache_dir)  # process-global: this process is ours
     image = read_image(args.image) if args.image is not None else None
-    requests = _requests(config, args.prompt, image)
+    size = dict(num_frames=config.num_frames, height=config.height, width=config.width)
+    vace = read_vace_inputs(args.video, args.mask, args.reference_image, **size)
+    requests = _requests(config, args.prompt, image, vace)
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
