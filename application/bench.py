@@ -124,12 +124,15 @@ def _architecture(model: str) -> Architecture:
 
 
 def _with_layers(architecture: Architecture, layers: int | None) -> Architecture:
+    """The first `layers` blocks (a VACE model keeps the VACE blocks of those: hint points below `layers`)."""
     if layers is None:
         return architecture
     most = architecture.transformer.num_layers
     if not 1 <= layers <= most:
         raise ConfigError(f"--layers {layers}: must be between 1 and {most}, the layers of this architecture")
-    return attrs.evolve(architecture, transformer=attrs.evolve(architecture.transformer, num_layers=layers))
+    spec = architecture.transformer
+    cut = {} if spec.vace_layers is None else {"vace_layers": tuple(i for i in spec.vace_layers if i < layers)}
+    return attrs.evolve(architecture, transformer=attrs.evolve(spec, num_layers=layers, **cut))
 
 
 def bench_workload(bench: BenchPlan) -> Workload:
@@ -205,7 +208,8 @@ def _time_transformer(bench: BenchPlan) -> DenoiseTiming:
 
 def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioning]:
     """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and, for
-    image-to-video models, random image conditioning of the shapes the real encoders give."""
+    image-to-video models, random image conditioning of the shapes the real encoders give (VACE:
+    control latents)."""
     rng = np.random.default_rng(0)
     spec, g = bench.architecture.transformer, bench.geometry
     text = (1, bench.settings.text_encoder.max_sequence_length, spec.text_dim)
@@ -214,9 +218,11 @@ def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioni
     extra, image_tokens = bench.architecture.extra_channels, bench.architecture.image_tokens
     channels = (1, g.frames, g.height, g.width, extra)  # I2V: mask and first-frame latents
     image = (1, image_tokens, spec.image_dim)  # CLIP tokens
+    control = (1, g.frames, g.height, g.width, spec.vace_in_channels)  # VACE: video, mask, references encoded
     conditioning = Conditioning(
         extra_channels=rng.standard_normal(channels, dtype=np.float32) if extra else None,
         image_context=rng.standard_normal(image, dtype=np.float32) if image_tokens else None,
+        control=rng.standard_normal(control, dtype=np.float32) if spec.is_vace else None,
     )
     return context, negative, conditioning
 

@@ -55,6 +55,12 @@ def preset_for_checkpoint(model: str) -> str | None:
     return None
 
 
+def _without_diffusers_suffix(repo: str) -> str:
+    """The official repo of a diffusers one: "-Diffusers" (Wan 2.1 VACE's: "-diffusers") cut off."""
+    cut = len(repo) - len(DIFFUSERS_SUFFIX)
+    return repo[:cut] if repo[cut:].lower() == DIFFUSERS_SUFFIX.lower() else repo
+
+
 def resolve_config(
     model: str | None, overrides: Mapping[str, Any] = {}, *, read_checkpoint: bool = True
 ) -> GenerationConfig:

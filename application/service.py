@@ -12,6 +12,7 @@ import numpy as np
 
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
+from wanjax.application.vace import reference_frames, request_control, vace_geometry
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
@@ -120,7 +121,7 @@ class GenerationService:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
         c = self._components
         check_inputs(request, c.image_conditioning, c.transformer_spec)
-        return LatentGeometry.of(request, c.transformer_spec, c.vae_spec)
+        return vace_geometry(request, c.transformer_spec, LatentGeometry.of(request, c.transformer_spec, c.vae_spec))
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
@@ -236,7 +237,7 @@ class GenerationService:
                 latents = geometry.from_diffusers_layout(initial_latents)
             if request.video is not None:
                 video = request.video[: request.num_frames]
-                encoded = model.autoencoder.encode_video(video, request.height, request.width)
+                encoded = model.autoencoder.encode_frames(video, request.height, request.width)
                 latents = noised_latents(encoded, latents, plan.solver.sigmas[0])
 
         with trace.span("compile"):
@@ -244,12 +245,14 @@ class GenerationService:
         with trace.span("denoise"):
             denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
         latents, report = denoised.latents, denoised.cache_report
+        references = reference_frames(request)
         calibration = None
         if request.cache.magcache_calibration:
             calibration = calibrate_curve(report.residual_norms, plan.experts)
         if output_type == "latent":
             array = geometry.to_diffusers_layout(np.asarray(latents))
         else:
+            latents = latents[:, references:]  # VACE: the reference images' frames are not video
             with trace.span("compile"):
                 model.autoencoder.prepare(latents)
             with trace.span("vae_decode"):
@@ -260,6 +263,9 @@ class GenerationService:
         self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel
     ) -> Conditioning:
         image, last, mode = request.image, request.last_image, self._components.image_conditioning
+        if self._components.transformer_spec.is_vace:
+            control = request_control(request, model.autoencoder, self._components.vae_spec)
+            return Conditioning(control=control)
         if image is None:
             return Conditioning()
         size = (request.height, request.width)

@@ -28,6 +28,12 @@ WAN22_TI2V_5B = attrs.evolve(
     WAN21_T2V_1_3B, num_attention_heads=24, in_channels=48, out_channels=48, ffn_dim=14336, num_layers=30
 )
 
+# Wan 2.1 VACE: the T2V transformers plus VACE blocks (diffusers' scripts/convert_wan_to_diffusers.py,
+# the Wan-AI/Wan2.1-VACE-*-diffusers transformer configs): after every 2nd block of 1.3B, every 5th of 14B;
+# 96 control channels = 16 + 16 latent channels (inactive, reactive frames) + 64 (the mask, 8 x 8 pixels).
+WAN21_VACE_1_3B = attrs.evolve(WAN21_T2V_1_3B, vace_layers=tuple(range(0, 30, 2)), vace_in_channels=96)
+WAN21_VACE_14B = attrs.evolve(WAN21_T2V_14B, vace_layers=tuple(range(0, 40, 5)), vace_in_channels=96)
+
 WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
 WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
 
@@ -62,6 +68,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Wan-AI/Wan2.1-I2V-14B-480P-Diffusers": _i2v(WAN21_I2V_14B, 1),
     "Wan-AI/Wan2.1-I2V-14B-720P-Diffusers": _i2v(WAN21_I2V_14B, 1),
     "Wan-AI/Wan2.1-FLF2V-14B-720P-diffusers": _i2v(WAN21_FLF2V_14B, 2),  # sic: this repo's suffix is lower case
+    "Wan-AI/Wan2.1-VACE-1.3B-diffusers": Architecture(transformer=WAN21_VACE_1_3B, vae=WAN21_VAE),
+    "Wan-AI/Wan2.1-VACE-14B-diffusers": Architecture(transformer=WAN21_VACE_14B, vae=WAN21_VAE),
     "Wan-AI/Wan2.2-T2V-A14B-Diffusers": Architecture(
         transformer=WAN22_T2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.875
     ),

@@ -22,11 +22,16 @@ class Conditioning(NamedTuple):
     extra_channels: [B, F', H', W', Cx] appended to the latents' channels at every step.
     image_context: [B, N, D] image-encoder tokens for the transformer's image cross-attention.
     first_frame: [B, 1, H', W', C] latents that replace latent frame 0 at every step and at the end.
+    control: [B, Fc' <= F', H', W', Cv] VACE control latents (Wan 2.1 VACE: video, mask and
+      reference images encoded, Cv = 96), read by the VACE blocks at every step.
+    control_scale: [] or [V] (one per VACE layer): the hints' conditioning scale (None: 1).
     """
 
     extra_channels: Any = None
     image_context: Any = None
     first_frame: Any = None
+    control: Any = None
+    control_scale: Any = None
 
 
 def frame_mask(

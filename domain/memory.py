@@ -121,7 +121,12 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
     kernels = (8 + 2 * image_kv) * d * d + 2 * d * f
     block = kernels + (8 + 2 * image_kv) * d + 4 * d + image_kv * d + 2 * d * spec.cross_attn_norm + f + d + 6 * d
     head = linear(d, p * spec.out_channels) + 2 * d
-    return embed + spec.num_layers * block + head, spec.num_layers * kernels
+    total, block_kernels = embed + spec.num_layers * block + head, spec.num_layers * kernels
+    if spec.is_vace:  # patch embedding and proj_in, then VACE blocks: a base block and proj_out each
+        hints = len(spec.vace_layers)
+        total += linear(p * spec.vace_in_channels, d) + linear(d, d) + hints * (block + linear(d, d))
+        block_kernels += hints * (kernels + d * d)
+    return total, block_kernels
 
 
 def plan_memory(work: Workload, *, platform: str, available: int | None) -> MemoryPlan:
@@ -153,7 +158,8 @@ def _transformer_weights(work: Workload) -> int:
 def _kv_cache(work: Workload) -> int:
     spec = work.transformer
     keys = work.text_tokens + work.image_tokens
-    size = spec.num_layers * 2 * work.rows * keys * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
+    layers = spec.num_layers + len(spec.vace_layers or ())
+    size = layers * 2 * work.rows * keys * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
     return work.num_experts * size // (work.row_shards * work.weight_shards)
 
 
@@ -163,7 +169,7 @@ def _step_activations(work: Workload, platform: str) -> int:
     tokens = math.ceil(work.tokens / work.token_shards)
     per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
     stream = rows * tokens * per_token
-    heads = spec.num_attention_heads
+    heads, hints = spec.num_attention_heads, len(spec.vace_layers or ())
     if work.attention in MATERIALISES_LOGITS:  # every query's logits over every key, at once
         queries, keys = tokens, work.tokens
     else:
@@ -172,8 +178,10 @@ def _step_activations(work: Workload, platform: str) -> int:
     upcast = 0
     if platform == "cpu" and work.activations_dtype != "float32":
         _, kernels = transformer_parameters(spec)
-        upcast = int(CPU_BF16_UPCAST * kernels / spec.num_layers * 4)
-    return int(stream) + logits + upcast
+        upcast = int(CPU_BF16_UPCAST * kernels / (spec.num_layers + hints) * 4)
+    # a VACE model holds all its hints [V, rows, tokens, D] while the base blocks run
+    held_hints = hints * rows * tokens * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
+    return int(stream) + logits + upcast + held_hints
 
 
 def _vae_decode(work: Workload) -> int:

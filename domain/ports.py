@@ -89,8 +89,13 @@ class VideoAutoencoder(Protocol):
         with `last_pixels` (first-last-frame-to-video), the last of those frames is that image instead."""
         ...
 
-    def encode_video(self, frames: np.ndarray, height: int, width: int) -> Any:
+    def encode_frames(self, frames: np.ndarray, height: int, width: int) -> Any:
         """Normalized latents [1, F', H', W', C] of `frames` (uint8 [F, H, W, 3], each fitted to height x width)."""
+        ...
+
+    def encode_video(self, video: np.ndarray) -> Any:
+        """Normalized latents [1, F', H', W', C] of video [1, F, H, W, 3] in [-1, 1] (the encoder's
+        mode, as diffusers' sample_mode="argmax")."""
         ...
 
     def prepare(self, latents: Any) -> None:

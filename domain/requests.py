@@ -12,6 +12,7 @@ from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
 from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
+from wanjax.domain.vace import VaceInputs
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -169,6 +170,10 @@ class GenerationRequest:
     strength: float | None = attrs.field(default=None, validator=_optional_strength)
     """Video-to-video: the share of the sampling steps run on the noised video, in (0, 1];
     None means DEFAULT_STRENGTH."""
+    vace: VaceInputs | None = attrs.field(
+        default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
+    )
+    """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 

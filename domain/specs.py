@@ -64,6 +64,23 @@ def _counts(*names: str, optional: bool = False) -> list[tuple[str, Any, str]]:
     return [(n, _is_count, "a whole number >= 1") for n in names]
 
 
+def _are_hint_layers(value: Any, num_layers: Any) -> bool:
+    """Block indices for VACE hints: ascending, the first 0, all below num_layers."""
+    return (
+        isinstance(value, tuple)
+        and len(value) > 0
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+        and value[0] == 0
+        and all(a < b for a, b in zip(value, value[1:]))
+        and value[-1] < num_layers
+    )
+
+
+VACE_TRANSFORMER_CLASS = "WanVACETransformer3DModel"
+VACE_DEFAULTS = {"vace_layers": (0, 5, 10, 15, 20, 25, 30, 35), "vace_in_channels": 96}
+"""WanVACETransformer3DModel's __init__ defaults, for the keys its config.json leaves out."""
+
+
 def _known_fields(cls: type, config: Mapping[str, Any]) -> dict[str, Any]:
     names = {f.name for f in attrs.fields(cls)}
     return {k: v for k, v in config.items() if k in names}
@@ -97,6 +114,8 @@ class TransformerSpec:
     image_dim: int | None = None
     added_kv_proj_dim: int | None = None
     pos_embed_seq_len: int | None = None
+    vace_layers: tuple[int, ...] | None = attrs.field(default=None, converter=_as_tuple)
+    vace_in_channels: int | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_values(self, "transformer", [
@@ -107,8 +126,15 @@ class TransformerSpec:
             ("attention_head_dim", lambda v: _is_count(v) and v % 2 == 0, "an even whole number (RoPE rotates pairs)"),
             ("eps", lambda v: _is_number(v) and v > 0, "a number > 0"),
             ("cross_attn_norm", lambda v: isinstance(v, bool), "true or false"),
-            *_counts("image_dim", "added_kv_proj_dim", "pos_embed_seq_len", optional=True),
+            *_counts("image_dim", "added_kv_proj_dim", "pos_embed_seq_len", "vace_in_channels", optional=True),
+            ("vace_layers", lambda v: v is None or _are_hint_layers(v, self.num_layers),
+             f"null or ascending block indices from 0 below num_layers={self.num_layers}, e.g. [0, 5, 10]"),
         ])  # fmt: skip
+        if (self.vace_layers is None) != (self.vace_in_channels is None):
+            raise UnsupportedModelError(
+                f"transformer config sets vace_layers={self.vace_layers!r} and vace_in_channels="
+                f"{self.vace_in_channels!r}: a Wan VACE transformer sets both, the others neither"
+            )
         if (self.image_dim is None) != (self.added_kv_proj_dim is None):
             raise UnsupportedModelError(
                 f"transformer config sets image_dim={self.image_dim!r} and added_kv_proj_dim="
@@ -135,6 +161,11 @@ class TransformerSpec:
         """Whether the cross-attention also attends over CLIP image embeddings (Wan 2.1 I2V, FLF2V)."""
         return self.image_dim is not None
 
+    @property
+    def is_vace(self) -> bool:
+        """Whether the transformer has VACE blocks reading control latents (Wan 2.1 VACE)."""
+        return self.vace_layers is not None
+
     @classmethod
     def from_diffusers_config(cls, config: Mapping[str, Any], source: str | None = None) -> TransformerSpec:
         """The spec of a config.json's values; an error prefixed by `source` (its path) where one is wrong."""
@@ -144,6 +175,8 @@ class TransformerSpec:
                     f"transformer config has qk_norm={config['qk_norm']!r}; "
                     "supported: 'rms_norm_across_heads' (every published Wan checkpoint)."
                 )
+            if config.get("_class_name") == VACE_TRANSFORMER_CLASS:
+                config = {**VACE_DEFAULTS, **config}
             return cls(**_known_fields(cls, config))
 
 

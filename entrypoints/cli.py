@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -62,9 +62,13 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--last-image", type=Path,
                         help="last frame (png/jpg), with --image: first-last-frame-to-video (Wan 2.1 FLF2V, Wan 2.2 I2V A14B)")
     parser.add_argument("--video", type=Path,
-                        help="source video (mp4, or a folder of png/jpg frames) for video-to-video on text-to-video models")
+                        help="source video (mp4, or a folder of png/jpg frames) for video-to-video on text-to-video "
+                             "models; on VACE models the control video")
     parser.add_argument("--strength", type=float,
                         help="video-to-video: share of the steps run on the noised video, in (0, 1] (default 0.8)")
+    parser.add_argument("--mask", type=Path, help="VACE models: a mask video, white where to regenerate")
+    parser.add_argument("--reference-image", type=Path, action="append", default=[],
+                        help="VACE models: a reference image (png/jpg); repeatable")
     parser.add_argument("--height", type=int)
     parser.add_argument("--width", type=int)
     parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
@@ -169,7 +173,7 @@ def _read_latents(path: Path) -> np.ndarray:
         raise InvalidRequestError(f"--latents {path}: cannot read a .npy array ({err})") from None
 
 
-def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str, np.ndarray]) -> list[GenerationRequest]:
+def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str, Any]) -> list[GenerationRequest]:
     """One request per prompt, each with the input `media` (request fields); video i gets seed + i."""
     from wanjax.domain.requests import MAX_SEED
 
@@ -183,14 +187,21 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
     return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
-def _media(args: argparse.Namespace, num_frames: int) -> dict[str, np.ndarray]:
-    """The input images and video the flags name, read (an unreadable one is an InvalidRequestError)."""
+def _media(args: argparse.Namespace, config: GenerationConfig, is_vace: Callable[[], bool]) -> dict[str, Any]:
+    """The input images, video and VACE inputs the flags name, read (an unreadable one is an
+    InvalidRequestError). `--video` is a VACE model's control video (with `--mask` and
+    `--reference-image`), else the source of video-to-video; `is_vace` asks the checkpoint."""
     from wanjax.adapters.media.images import read_image
+    from wanjax.adapters.media.vace_inputs import read_vace_inputs
     from wanjax.adapters.media.video_input import read_video
 
-    media = {name: read_image(getattr(args, name)) for name in ("image", "last_image") if getattr(args, name)}
-    if args.video is not None:
-        media["video"] = read_video(args.video, num_frames)
+    images = ("image", "last_image")
+    media: dict[str, Any] = {name: read_image(getattr(args, name)) for name in images if getattr(args, name)}
+    size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
+    if args.mask is not None or args.reference_image or (args.video is not None and is_vace()):
+        media["vace"] = read_vace_inputs(args.video, args.mask, args.reference_image, **size)
+    elif args.video is not None:
+        media["video"] = read_video(args.video, size["num_frames"])
     return media
 
 
@@ -225,13 +236,14 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
 
     config = resolve_config(args.model, set_overrides(args))
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
-    requests = _requests(config, args.prompt, _media(args, config.sampling.num_frames))
+    container = build_container(config)
+    is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
+    requests = _requests(config, args.prompt, _media(args, config, is_vace))
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
-    container = build_container(config)
     service = container.service()
     service.check(requests)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit

@@ -1,5 +1,5 @@
 """Tiny random Wan transformers and inputs for the denoiser tests: one case per model kind
-(T2V, two experts, I2V with CLIP tokens, I2V two experts, TI2V first frame), 2 layers each,
+(T2V, two experts, I2V with CLIP tokens, I2V two experts, TI2V first frame, VACE control), 2 layers each,
 latents [1, 3, 4, 6, 16] (18 tokens), 7 text tokens, guidance on."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ SPEC = TransformerSpec(
     num_attention_heads=2, attention_head_dim=12, text_dim=32, freq_dim=32, ffn_dim=32, num_layers=2
 )
 I2V_SPEC = attrs.evolve(SPEC, in_channels=36, image_dim=20, added_kv_proj_dim=24)
+VACE_SPEC = attrs.evolve(SPEC, vace_layers=(0, 1), vace_in_channels=8)
 LATENTS, TEXT_TOKENS, IMAGE_TOKENS = (1, 3, 4, 6, 16), 7, 5
 TOKENS = 3 * 2 * 3  # F' * H'/2 * W'/2
 
@@ -41,6 +42,7 @@ def _cases() -> dict[str, Case]:
         "i2v": Case(I2V_SPEC, 1, i2v),
         "i2v-two-experts": Case(attrs.evolve(SPEC, in_channels=36), 2, i2v._replace(image_context=None)),
         "ti2v": Case(SPEC, 1, Conditioning(first_frame=normal(1, 1, *LATENTS[2:]))),
+        "vace": Case(VACE_SPEC, 1, Conditioning(control=normal(*LATENTS[:-1], 8), control_scale=np.float32(0.7))),
     }
 
 

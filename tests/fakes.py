@@ -56,7 +56,7 @@ class FakeAutoencoder:
         self.encoded.append((pixels.shape, height, width, num_frames))
         return np.ones((1, (num_frames - 1) // 4 + 1, height // 8, width // 8, 16), np.float32)
 
-    def encode_video(self, frames, height, width):
+    def encode_frames(self, frames, height, width):
         self.encoded.append((frames.shape, height, width, len(frames)))
         return np.ones((1, (len(frames) - 1) // 4 + 1, height // 8, width // 8, 16), np.float32)
 

@@ -129,3 +129,20 @@ def tiny_wan_ti2v_pipeline(seed: int = 0):
 def write_tiny_wan_checkpoint(folder: Path, seed: int = 0, *, boundary_ratio: float | None = None) -> Path:
     tiny_wan_pipeline(seed, boundary_ratio=boundary_ratio).save_pretrained(folder)
     return folder
+
+
+def tiny_wan_vace_pipeline(seed: int = 0):
+    """A diffusers WanVACEPipeline (Wan 2.1 VACE): the T2V parts and a VACE transformer whose
+    VACE blocks add hints after blocks 0 and 1 from 96 control channels."""
+    from diffusers import WanVACEPipeline, WanVACETransformer3DModel
+
+    text = tiny_wan_pipeline(seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 3)
+        transformer = WanVACETransformer3DModel(**TINY_TRANSFORMER, vace_layers=[0, 1], vace_in_channels=96)
+    pipe = WanVACEPipeline(
+        tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=text.vae, scheduler=text.scheduler,
+        transformer=transformer,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe

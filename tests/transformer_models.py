@@ -1,4 +1,5 @@
-"""A tiny diffusers WanTransformer3DModel saved by save_pretrained, for the transformer parity tests.
+"""A tiny diffusers WanTransformer3DModel (or another class of its family, e.g. WanVACETransformer3DModel)
+saved by save_pretrained, for the transformer parity tests.
 
 Weights are perturbed before saving: norms start at exactly 1 / 0 (and position
 embeddings at 0), so a swapped or dropped tensor would otherwise go unnoticed.
@@ -22,11 +23,11 @@ from wanjax.domain.specs import TransformerSpec
 class SavedReference:
     """diffusers' model (`model`), the spec read from its config.json and its on-disk tensors."""
 
-    def __init__(self, config: dict[str, Any], folder: Path) -> None:
-        from diffusers import WanTransformer3DModel
+    def __init__(self, config: dict[str, Any], folder: Path, model_class: str = "WanTransformer3DModel") -> None:
+        import diffusers
 
         torch.manual_seed(0)
-        self.model = WanTransformer3DModel(**config).eval()
+        self.model = getattr(diffusers, model_class)(**config).eval()
         with torch.no_grad():
             for param in self.model.parameters():
                 param.add_(0.1 * torch.randn_like(param))

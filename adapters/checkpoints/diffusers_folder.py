@@ -21,7 +21,7 @@ from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
-SUPPORTED_PIPELINES = ("WanPipeline", "WanImageToVideoPipeline")
+SUPPORTED_PIPELINES = ("WanPipeline", "WanImageToVideoPipeline", "WanVACEPipeline")
 COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 OPTIONAL_COMPONENTS = ("transformer_2", "image_encoder", "image_processor")
 WEIGHTED_COMPONENTS = ("transformer", "transformer_2", "vae", "text_encoder", "image_encoder")

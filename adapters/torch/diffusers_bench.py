@@ -52,14 +52,15 @@ def diffusers_config(spec: TransformerSpec | VaeSpec) -> dict[str, object]:
 def _random_model(spec: TransformerSpec, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Built in `dtype` directly on `device` (no fp32 copy first); the modules diffusers keeps in
     fp32 when it loads a checkpoint are cast back to fp32, as from_pretrained does."""
-    from diffusers import WanTransformer3DModel
+    from diffusers import WanTransformer3DModel, WanVACETransformer3DModel
 
     config = diffusers_config(spec)
+    model_class = WanVACETransformer3DModel if spec.is_vace else WanTransformer3DModel
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
         with torch.device(device):
-            model = WanTransformer3DModel(**config)
+            model = model_class(**config)
     finally:
         torch.set_default_dtype(default)
     keep = set(getattr(model, "_keep_in_fp32_modules", None) or ())
@@ -95,6 +96,8 @@ def time_diffusers_steps(
         encoder_hidden_states_image=torch.randn(batch, image_tokens, spec.image_dim, **make) if image_tokens else None,
         return_dict=False,
     )
+    if spec.is_vace:  # control latents as many frames as the video's
+        inputs["control_hidden_states"] = torch.randn(batch, spec.vace_in_channels, frames, height, width, **make)
 
     def step() -> torch.Tensor:
         with torch.inference_mode():

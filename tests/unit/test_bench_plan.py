@@ -39,6 +39,12 @@ def test_ti2v_uses_the_wan22_vae() -> None:
     assert bench.geometry.shape == (1, 2, 4, 4, 48)
 
 
+@pytest.mark.parametrize("model, hints", [("wan2.1-vace-1.3b", (0, 2)), ("wan2.1-vace-14b", (0,))])
+def test_vace_cut_to_layers_keeps_the_hint_points_below_the_cut(model: str, hints: tuple[int, ...]) -> None:
+    bench = plan_bench(BenchOptions(model=model, layers=4, height=64, width=64, num_frames=5))
+    assert bench.architecture.transformer.vace_layers == hints
+
+
 @pytest.mark.parametrize(
     "options, message",
     [

@@ -25,6 +25,7 @@ TINY = dict(
     text_dim=32, freq_dim=20, ffn_dim=40, num_layers=3,
 )  # fmt: skip
 TINY_I2V = {**TINY, "image_dim": 28, "added_kv_proj_dim": 24}
+TINY_VACE = {**TINY, "vace_layers": (0, 2), "vace_in_channels": 8}
 FRAMES, HEIGHT, WIDTH, TEXT, IMAGE, BATCH = 3, 8, 6, 5, 7, 2
 
 
@@ -45,6 +46,13 @@ def dot_general_flops(jaxpr: jex_core.Jaxpr) -> int:
     return total
 
 
+def vace_control(spec: TransformerSpec) -> dict[str, jax.Array]:
+    """The control latents a VACE model takes (none for the others)."""
+    if not spec.is_vace:
+        return {}
+    return {"control": jnp.zeros((BATCH, FRAMES, HEIGHT, WIDTH, spec.vace_in_channels))}
+
+
 def traced_flops(spec: TransformerSpec, *, scan_layers: bool, image: bool, per_token: bool) -> int:
     runtime = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32, scan_layers=scan_layers)
     graphdef, state = nnx.split(WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
@@ -53,6 +61,7 @@ def traced_flops(spec: TransformerSpec, *, scan_layers: bool, image: bool, per_t
     timestep = jnp.ones((BATCH, tokens) if per_token else (BATCH,))
     context = jnp.zeros((BATCH, TEXT, spec.text_dim))
     kwargs = {"image_context": jnp.zeros((BATCH, IMAGE, spec.image_dim))} if image else {}
+    kwargs.update(vace_control(spec))
 
     def forward(state, *args):
         return nnx.merge(graphdef, state)(*args, **kwargs)
@@ -63,8 +72,9 @@ def traced_flops(spec: TransformerSpec, *, scan_layers: bool, image: bool, per_t
 
 @pytest.mark.parametrize(
     "config, scan_layers, per_token",
-    [(TINY, True, False), (TINY, False, False), (TINY, True, True), (TINY_I2V, True, False)],
-    ids=["t2v-scan", "t2v-loop", "ti2v-per-token", "i2v"],
+    [(TINY, True, False), (TINY, False, False), (TINY, True, True), (TINY_I2V, True, False),
+     (TINY_VACE, True, False), (TINY_VACE, False, False)],
+    ids=["t2v-scan", "t2v-loop", "ti2v-per-token", "i2v", "vace-scan", "vace-loop"],
 )
 def test_model_counts_every_matmul_of_the_forward(config, scan_layers, per_token):
     spec = TransformerSpec(**config)
@@ -85,7 +95,7 @@ def test_attention_dominates_at_720p_for_wan21_14b():
     assert 0.6 < self_attention / total < 0.8  # 72%: 6.52 PFLOP per forward in all
 
 
-@pytest.mark.parametrize("config", [TINY, TINY_I2V], ids=["t2v", "i2v"])
+@pytest.mark.parametrize("config", [TINY, TINY_I2V, TINY_VACE], ids=["t2v", "i2v", "vace"])
 def test_kv_cached_count_is_the_forward_given_its_cache(config):
     """With the KV cache, a step runs everything but the text/image embedders and K/V projections."""
     spec = TransformerSpec(**config)
@@ -98,7 +108,7 @@ def test_kv_cached_count_is_the_forward_given_its_cache(config):
     latents = jnp.zeros((BATCH, FRAMES, HEIGHT, WIDTH, spec.in_channels))
 
     def step(state, latents, cache):
-        return nnx.merge(graphdef, state)(latents, jnp.ones((BATCH,)), cache=cache)
+        return nnx.merge(graphdef, state)(latents, jnp.ones((BATCH,)), cache=cache, **vace_control(spec))
 
     expected = dot_general_flops(jax.make_jaxpr(step)(state, latents, cache).jaxpr)
     counted = transformer_flops_per_step(

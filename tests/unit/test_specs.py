@@ -4,7 +4,7 @@ import inspect
 
 import pytest
 
-from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
@@ -32,6 +32,31 @@ def test_transformer_reads_a_diffusers_config_and_ignores_bookkeeping_keys():
 def test_i2v_transformer_config_is_read():
     spec = TransformerSpec.from_diffusers_config({"image_dim": 1280, "added_kv_proj_dim": 5120, "in_channels": 36})
     assert spec.uses_image_embeddings and spec.in_channels == 36
+
+
+def test_vace_config_without_its_vace_keys_gets_diffusers_defaults():
+    from diffusers import WanVACETransformer3DModel
+
+    reference = _defaults(WanVACETransformer3DModel)
+    spec = TransformerSpec.from_diffusers_config({"_class_name": "WanVACETransformer3DModel", "num_layers": 40})
+    assert spec.is_vace
+    assert (list(spec.vace_layers), spec.vace_in_channels) == (reference["vace_layers"], reference["vace_in_channels"])
+    assert not TransformerSpec.from_diffusers_config({"_class_name": "WanTransformer3DModel"}).is_vace
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        ({"vace_layers": [0, 2]}, "vace_in_channels=None"),
+        ({"vace_in_channels": 96}, "vace_layers=None"),
+        ({"vace_layers": [2, 4], "vace_in_channels": 96}, r"ascending block indices from 0"),
+        ({"vace_layers": [0, 4, 2], "vace_in_channels": 96}, r"ascending block indices from 0"),
+        ({"vace_layers": [0, 30], "vace_in_channels": 96, "num_layers": 30}, r"below num_layers=30"),
+    ],
+)
+def test_bad_vace_configs_are_named(config, message):
+    with pytest.raises((UnsupportedModelError, CheckpointError), match=message):
+        TransformerSpec.from_diffusers_config(config)
 
 
 @pytest.mark.parametrize(

@@ -174,7 +174,10 @@ def _guided_velocity(
     t = _timesteps(model, x, values.timestep, conditioning, copies)  # [copies * B] or [copies * B, S]
     image_context = conditioning.image_context
     image_context = None if image_context is None else image_context.astype(model.dtype)
-    run = functools.partial(_transformer_pass, graphdef, x_in=x_in, rope=rope, expert=values.expert, controls=controls)
+    run = functools.partial(
+        _transformer_pass, graphdef, x_in=x_in, rope=rope, expert=values.expert, controls=controls,
+        vace=(conditioning.control, conditioning.control_scale),
+    )  # fmt: skip
     if cache.guidance is None:
         velocity, cache, report = run(params, cache, t=t, text=text, image_context=image_context)
         if copies == 2:  # conditional rows first
@@ -212,15 +215,20 @@ def _transformer_pass(
     rope: RopeTables,
     expert: jax.Array,
     controls: CacheControls,
+    vace: tuple[jax.Array | None, jax.Array | None],
 ) -> tuple[jax.Array, CacheState, StepReport]:
     """The transformer on x_in [B, F', H', W', C_in] repeated for the rows of `text` (conditional
     first) -> velocity [rows, F', H', W', C_out] float32. With a residual cache, its blocks are
-    skipped (their cached residual added) on the steps the plan or TeaCache reuse."""
+    skipped (their cached residual added) on the steps the plan or TeaCache reuse. `vace`: the
+    VACE control latents [B, ...] and scale (Nones for other models), repeated as x_in is."""
     model = _merged(graphdef, params)
     copies = text_batch(text) // x_in.shape[0]
     grid = model.token_grid(x_in.shape)
-    tokens, time = model.embed(jnp.concatenate([x_in] * copies), t)  # [rows, S, D]
-    blocks = functools.partial(_blocks, graphdef, text=text, image_context=image_context, rope=rope)
+    x_rows = jnp.concatenate([x_in] * copies)
+    tokens, time = model.embed(x_rows, t)  # [rows, S, D]
+    control, scale = vace
+    vace_rows = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
+    blocks = functools.partial(_blocks, graphdef, text=text, image_context=image_context, rope=rope, vace=vace_rows)
     if not controls.tracks_residual:
         out = blocks(params, tokens, time.temb6)
         norms = residual_norms(out - tokens, copies) if controls.calibrate else None
@@ -265,14 +273,17 @@ def _blocks(
     text: TextInput,
     image_context: jax.Array | None,
     rope: RopeTables,
+    vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None,
 ) -> jax.Array:
-    """tokens [rows, S, D] through every block; the cross-attention K/V from the cache, or
-    computed here from the text embeddings (and image tokens)."""
+    """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, reading its
+    control latents [rows, ...] and scale, for latents of the given shape); the cross-attention
+    K/V from the cache, or computed here from the text embeddings (and image tokens)."""
     model = _merged(graphdef, params)
+    control = None if vace is None else model.vace_control(*vace)
     if isinstance(text, CrossAttentionKV):
-        return model.run_blocks(tokens, text, temb6, rope)
+        return model.run_blocks(tokens, text, temb6, rope, control)
     kv = model.cross_attention_kv(text.astype(model.dtype), image_context)  # [layers, rows, L, N, H] ...
-    return model.run_blocks(tokens, kv, temb6, rope)
+    return model.run_blocks(tokens, kv, temb6, rope, control)
 
 
 def _merged(graphdef: nnx.GraphDef, params: nnx.State) -> WanTransformer:

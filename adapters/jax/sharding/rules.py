@@ -4,7 +4,8 @@ to `PartitionSpec`s and `NamedSharding`s on a mesh.
 
 A parameter path is what `nnx.iter_graph` gives, e.g. ("blocks", "attn1", "to_q", "kernel")
 for a scanned (stacked [L, D, D]) block kernel or ("blocks", 3, "attn1", "to_q", "kernel")
-for block 3 of an unstacked model; the stacked leading axis is named "layers".
+for block 3 of an unstacked model; the stacked leading axis is named "layers". A VACE
+model's VACE blocks are ("vace", "blocks", ...) and follow the same rules.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ _TRANSFORMER_TABLE: tuple[tuple[tuple[str | tuple[str, ...], ...], LogicalAxes],
     (("ffn", "proj_in", "kernel"), (EMBED, MLP)),
     (("ffn", "proj_in", "bias"), (MLP,)),
     (("ffn", "proj_out", "kernel"), (MLP, EMBED)),
-    (("patch_embedding", "kernel"), (None, None, None, None, EMBED)),
+    (("patch_embedding", "kernel"), (None, None, None, None, EMBED)),  # also the VACE branch's
+    (("vace", "proj_in", "kernel"), (EMBED, None)),
     (("time_embedder", "linear_1", "kernel"), (None, EMBED)),
     (("time_embedder", "linear_2", "kernel"), (EMBED, None)),
     (("time_proj", "kernel"), (EMBED, MLP)),
@@ -71,7 +73,8 @@ def _matches(path: Path, suffix: tuple[str | tuple[str, ...], ...]) -> bool:
 
 def transformer_logical_axes(path: Path, ndim: int) -> LogicalAxes:
     """Logical axes of the Wan transformer parameter at `path` (with `ndim` dimensions)."""
-    stacked = len(path) > 1 and path[0] == "blocks" and isinstance(path[1], str)
+    blocks = path.index("blocks") if "blocks" in path else None  # ("blocks", ...) or ("vace", "blocks", ...)
+    stacked = blocks is not None and len(path) > blocks + 1 and isinstance(path[blocks + 1], str)
     for suffix, axes in _TRANSFORMER_TABLE:
         if _matches(path, suffix):
             full = ((LAYERS,) if stacked else ()) + axes

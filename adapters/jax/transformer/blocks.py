@@ -64,12 +64,14 @@ def fp32_layer_norm(dim: int, eps: float, *, affine: bool, rngs: nnx.Rngs) -> nn
 class CrossAttentionKV(NamedTuple):
     """What the cross-attention attends over: keys and values of the text tokens and, in
     Wan 2.1 I2V, of the image tokens (None otherwise). [B, L, N, H] / [B, M, N, H] for one
-    block; with a leading [layers] axis for all blocks (the KV cache a sampling loop holds)."""
+    block; with a leading [layers] axis for all blocks (the KV cache a sampling loop holds).
+    A VACE model's cache also holds its VACE blocks' K/V in `vace` ([V, B, L, N, H] ...)."""
 
     text_k: jax.Array
     text_v: jax.Array
     image_k: jax.Array | None = None
     image_v: jax.Array | None = None
+    vace: CrossAttentionKV | None = None
 
 
 class Attention(nnx.Module):

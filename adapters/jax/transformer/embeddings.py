@@ -1,6 +1,6 @@
-"""Condition embeddings of the Wan transformer (diffusers' WanTimeTextImageEmbedding):
-timesteps -> time embedding and the blocks' 6-way modulation, text tokens and (Wan 2.1
-I2V) CLIP image tokens -> model width.
+"""Embeddings of the Wan transformer: latent patches -> tokens, and the condition embeddings
+(diffusers' WanTimeTextImageEmbedding): timesteps -> time embedding and the blocks' 6-way
+modulation, text tokens and (Wan 2.1 I2V) CLIP image tokens -> model width.
 """
 
 from __future__ import annotations
@@ -19,6 +19,29 @@ from wanjax.domain.specs import TransformerSpec
 
 IMAGE_NORM_EPS = 1e-5
 """diffusers builds the image embedder's FP32LayerNorms with torch's default eps, not the spec's."""
+
+
+class PatchEmbed(nnx.Module):
+    """Non-overlapping 3D patches of `in_channels`-wide latents -> tokens: diffusers'
+    Conv3d(kernel = stride = patch), done as a reshape and one contraction. The kernel
+    keeps the conv's channels-last layout [pt, ph, pw, C, D]."""
+
+    def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, in_channels: int, *, rngs: nnx.Rngs):
+        shape = (*spec.patch_size, in_channels, spec.inner_dim)
+        init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
+        self.kernel = nnx.Param(init(rngs.params(), shape, runtime.param_dtype))
+        self.bias = nnx.Param(jnp.zeros((spec.inner_dim,), runtime.param_dtype))
+        self.patch_size = spec.patch_size
+        self.dtype = runtime.dtype
+
+    def __call__(self, latents: jax.Array) -> jax.Array:
+        """[B, F, H, W, C] -> [B, F', H', W', D]."""
+        b, f, h, w, c = latents.shape
+        pt, ph, pw = self.patch_size
+        patches = latents.reshape(b, f // pt, pt, h // ph, ph, w // pw, pw, c).astype(self.dtype)
+        kernel = self.kernel[...].astype(self.dtype)
+        out = jnp.einsum("bftyhxwc,thwcd->bfyxd", patches, kernel)
+        return out + self.bias[...].astype(self.dtype)
 
 
 def timestep_sinusoid(timestep: jax.Array, dim: int, max_period: float = 10000.0) -> jax.Array:

@@ -6,6 +6,9 @@ keys and values depend on the prompt only, so `cross_attention_kv` computes them
 for a sampling loop to compute once (its KV cache) and pass to every step. A (pt, ph, pw)
 patch becomes one token; tokens run in (frame, row, column) order, the order of
 diffusers' `flatten(2)` after its Conv3d.
+
+A VACE spec (Wan 2.1 VACE, diffusers' WanVACETransformer3DModel) adds the `vace` branch:
+control latents in, one hint added after each of the base blocks `vace_layers` names.
 """
 
 from __future__ import annotations
@@ -16,12 +19,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax.typing import ArrayLike
 
 from wanjax.adapters.jax.sharding.activations import constrain
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
-from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder
+from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
+from wanjax.adapters.jax.transformer.vace import VaceBranch, VaceControl, hint_slots, with_hint
 from wanjax.domain.sharding import (
     ACTIVATION_BATCH,
     ACTIVATION_EMBED,
@@ -30,54 +36,6 @@ from wanjax.domain.sharding import (
     ACTIVATION_LENGTH,
 )
 from wanjax.domain.specs import TransformerSpec
-
-
-class PatchEmbed(nnx.Module):
-    """Non-overlapping 3D patches -> tokens: diffusers' Conv3d(kernel = stride = patch),
-    done as a reshape and one contraction. The kernel keeps the conv's channels-last
-    layout [pt, ph, pw, C, D]."""
-
-    def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
-        shape = (*spec.patch_size, spec.in_channels, spec.inner_dim)
-        init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
-        self.kernel = nnx.Param(init(rngs.params(), shape, runtime.param_dtype))
-        self.bias = nnx.Param(jnp.zeros((spec.inner_dim,), runtime.param_dtype))
-        self.patch_size = spec.patch_size
-        self.dtype = runtime.dtype
-
-    def __call__(self, latents: jax.Array) -> jax.Array:
-        """[B, F, H, W, C] -> [B, F', H', W', D]."""
-        b, f, h, w, c = latents.shape
-        pt, ph, pw = self.patch_size
-        patches = latents.reshape(b, f // pt, pt, h // ph, ph, w // pw, pw, c).astype(self.dtype)
-        kernel = self.kernel[...].astype(self.dtype)
-        out = jnp.einsum("bftyhxwc,thwcd->bfyxd", patches, kernel)
-        return out + self.bias[...].astype(self.dtype)
-
-
-def _stacked_blocks(spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs) -> WanBlock:
-    """All blocks as one module whose parameters have a leading "layers" axis [L, ...]."""
-
-    @nnx.split_rngs(splits=spec.num_layers)
-    @nnx.vmap(in_axes=(0,), out_axes=0, transform_metadata={nnx.PARTITION_NAME: "layers"})
-    def build(rngs: nnx.Rngs) -> WanBlock:
-        return WanBlock(spec, runtime, rngs=rngs)
-
-    return build(rngs)
-
-
-def _unstacked(blocks: WanBlock, num_layers: int) -> nnx.List:
-    """The stacked blocks sliced into a list of independent blocks.
-
-    Slicing rather than building L blocks one by one gives both layouts the same
-    initial values, and keeps `nnx.eval_shape` linear in L: in flax 0.12 every Rngs
-    draw under a trace walks the whole trace so far (a 14B model took ~30 s to trace).
-    The blocks carry no sharding metadata yet; once they do, slicing must also drop
-    the "layers" axis name from it.
-    """
-    graphdef, state = nnx.split(blocks)
-    layers = (jax.tree.map(lambda a, i=i: a[i], state) for i in range(num_layers))
-    return nnx.List([nnx.merge(graphdef, layer) for layer in layers])
 
 
 class TimeEmbedding(NamedTuple):
@@ -93,10 +51,11 @@ class WanTransformer(nnx.Module):
 
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
         dim = spec.inner_dim
-        self.patch_embedding = PatchEmbed(spec, runtime, rngs=rngs)
+        self.patch_embedding = PatchEmbed(spec, runtime, spec.in_channels, rngs=rngs)
         self.condition_embedder = ConditionEmbedder(spec, runtime, rngs=rngs)
-        blocks = _stacked_blocks(spec, runtime, rngs=rngs)
-        self.blocks = blocks if runtime.scan_layers else _unstacked(blocks, spec.num_layers)
+        self.blocks = block_stack(
+            lambda rngs: WanBlock(spec, runtime, rngs=rngs), spec.num_layers, scan_layers=runtime.scan_layers, rngs=rngs
+        )
         self.norm_out = fp32_layer_norm(dim, spec.eps, affine=False, rngs=rngs)
         self.proj_out = nnx.Linear(
             dim,
@@ -108,6 +67,7 @@ class WanTransformer(nnx.Module):
         self.scale_shift_table = nnx.Param(
             jax.random.normal(rngs.params(), (1, 2, dim), jnp.float32) / dim**0.5
         )
+        self.vace = VaceBranch(spec, runtime, rngs=rngs) if spec.is_vace else None
         self.spec = spec
         self.scan_layers = runtime.scan_layers
         self.dtype = runtime.dtype
@@ -137,20 +97,16 @@ class WanTransformer(nnx.Module):
 
         They depend on the prompt (and image), never on the latents or the timestep: a sampling
         loop computes them once and passes them as `cache=` to every step (the KV cache).
+        A VACE model's also holds its VACE blocks' K/V ([V, B, L, N, H] ..., in `vace`).
         """
         batch = context.shape[0]
         self._check_image_context(batch, image_context)
         text = self.condition_embedder.text(context)  # [B, L, D]
         image = None if image_context is None else self.condition_embedder.image(image_context)  # [B, M, D]
-        if self.scan_layers:
-
-            @nnx.vmap(in_axes=(0, None, None), out_axes=0)
-            def per_block(block: WanBlock, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
-                return block.cross_key_values(text, image)
-
-            return self._pin_kv(per_block(self.blocks, text, image))
-        per_layer = [block.cross_key_values(text, image) for block in self.blocks]
-        return self._pin_kv(jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer))
+        kv = stacked_key_values(self.blocks, text, image)
+        if self.vace is not None:
+            kv = kv._replace(vace=self.vace.cross_key_values(text, image))
+        return self._pin_kv(kv)
 
     def _pin_kv(self, kv: CrossAttentionKV) -> CrossAttentionKV:
         """[layers, B, L, N, H]: rows as the activations, heads over tensor, whole over context."""
@@ -170,6 +126,8 @@ class WanTransformer(nnx.Module):
         image_context: jax.Array | None = None,
         rope: RopeTables | None = None,
         cache: CrossAttentionKV | None = None,
+        control: jax.Array | None = None,
+        control_scale: ArrayLike | None = None,
     ) -> jax.Array:
         """latents [B, F, H, W, C_in]; timestep [B] (e.g. 999.0), or [B, S] one per token
         in token order (S = F' * H' * W', Wan 2.2 TI2V); context [B, L, text_dim];
@@ -177,7 +135,9 @@ class WanTransformer(nnx.Module):
         uses them (Wan 2.1 I2V: M = 257; FLF2V: M = pos_embed_seq_len, first frame's tokens
         then last frame's) -> velocity [B, F, H, W, C_out] float32.
         Instead of context and image_context, `cache` may give their `cross_attention_kv`.
-        `rope` defaults to `self.rope_tables(latents.shape)`."""
+        `rope` defaults to `self.rope_tables(latents.shape)`. A VACE model (only) takes
+        `control`, the control latents [B, Fc <= F, H, W, vace_in_channels], and
+        `control_scale`, one number or one per VACE layer (default 1)."""
         b = latents.shape[0]
         grid = self.token_grid(latents.shape)
         self._check_timestep(b, math.prod(grid), timestep)
@@ -187,14 +147,30 @@ class WanTransformer(nnx.Module):
             )
         if cache is None:
             self._check_image_context(b, image_context)
-        elif (cache.image_k is not None) != self.spec.uses_image_embeddings or cache.text_k.shape[1] != b:
+        elif (
+            (cache.image_k is not None) != self.spec.uses_image_embeddings
+            or (cache.vace is not None) != self.spec.is_vace
+            or cache.text_k.shape[1] != b
+        ):
             raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
+        if control is None and self.vace is not None:
+            raise ValueError("this VACE transformer needs control latents")
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
+        vace = None if control is None else self.vace_control(control, control_scale, latents.shape)
         x, time = self.embed(latents, timestep)
-        return self.head(self.run_blocks(x, cache, time.temb6, rope), time, grid)
+        return self.head(self.run_blocks(x, cache, time.temb6, rope, vace), time, grid)
+
+    def vace_control(
+        self, control: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
+    ) -> VaceControl:
+        """What `run_blocks` reads of the control latents [B, Fc <= F, H, W, vace_in_channels] and
+        their scale (one number or one per VACE layer, None: 1), beside latents of `latent_shape`."""
+        if self.vace is None:
+            raise ValueError("control latents were given, but this transformer has no VACE blocks (vace_layers None)")
+        return self.vace.control(control, scale, latent_shape)
 
     def embed(self, latents: jax.Array, timestep: jax.Array) -> tuple[jax.Array, TimeEmbedding]:
         """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D], and the
@@ -241,18 +217,32 @@ class WanTransformer(nnx.Module):
                 f"image_dim={spec.image_dim}] (CLIP image embeddings), got shape {shape}"
             )
 
-    def run_blocks(self, x: jax.Array, cache: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+    def run_blocks(
+        self,
+        x: jax.Array,
+        cache: CrossAttentionKV,
+        temb6: jax.Array,
+        rope: RopeTables,
+        control: VaceControl | None = None,
+    ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
-        ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]."""
+        ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. A VACE
+        model first runs its VACE blocks on `control` and x, then adds their hints."""
+        hints = None
+        if self.vace is not None:
+            if control is None or cache.vace is None:
+                raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
+            hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
+        cache, slots = cache._replace(vace=None), hint_slots(self.spec)
         if self.scan_layers:
 
-            @nnx.scan(in_axes=(nnx.Carry, 0, 0, None, None), out_axes=nnx.Carry)
-            def step(x: jax.Array, block: WanBlock, kv: CrossAttentionKV, temb6, rope) -> jax.Array:
-                return self._pin_tokens(block(x, kv, temb6, rope))
+            @nnx.scan(in_axes=(nnx.Carry, 0, 0, 0, None, None, None), out_axes=nnx.Carry)
+            def step(x: jax.Array, block: WanBlock, kv: CrossAttentionKV, slot, hints, temb6, rope) -> jax.Array:
+                return self._pin_tokens(with_hint(block(x, kv, temb6, rope), hints, slot))
 
-            return step(x, self.blocks, cache, temb6, rope)
+            return step(x, self.blocks, cache, slots, hints, temb6, rope)
         for i, block in enumerate(self.blocks):
-            x = block(x, jax.tree.map(lambda a, i=i: a[i], cache), temb6, rope)
+            x = with_hint(block(x, layer(cache, i), temb6, rope), hints, slots[i])
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

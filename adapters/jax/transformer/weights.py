@@ -1,6 +1,6 @@
 """Diffusers-format weights <-> `WanTransformer` parameters.
 
-One table (`_top_entries`, `_block_entries`) maps each diffusers tensor name to a
+One table (`weight_names`, and `vace_weights` for a VACE model) maps each diffusers tensor name to a
 parameter path and a layout change; loading and exporting both walk it, so the two
 directions cannot drift apart.
 
@@ -21,7 +21,6 @@ diffusers names (`checkpoints.original_names`).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Mapping, Sequence
 
@@ -36,101 +35,25 @@ from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.vace_weights import vace_slots
+from wanjax.adapters.jax.transformer.weight_names import (
+    Path,
+    Slot,
+    block_entries,
+    stack_slots,
+    top_entries,
+)
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import TransformerSpec
 
-Path = tuple[str | int, ...]
-
-LINEAR = (1, 0)  # torch Linear [out, in] -> [in, out]
-CONV3D = (2, 3, 4, 1, 0)  # torch Conv3d [D, C, pt, ph, pw] -> [pt, ph, pw, C, D]
-
-
-@dataclasses.dataclass(frozen=True)
-class _Entry:
-    """A diffusers tensor name, our parameter path, and the torch -> JAX axis permutation
-    (None: same layout). Block entries are relative to `blocks.{i}.` / the block."""
-
-    name: str
-    path: Path
-    to_jax: tuple[int, ...] | None = None
+def _slots(model: WanTransformer) -> list[Slot]:
+    spec = model.spec
+    slots = [Slot(e.name, e.path, None, e.to_jax) for e in top_entries(spec)]
+    slots += stack_slots("blocks", ("blocks",), block_entries(spec), spec.num_layers, scan_layers=model.scan_layers)
+    return slots + vace_slots(spec, scan_layers=model.scan_layers)
 
 
-@dataclasses.dataclass(frozen=True)
-class _Slot:
-    """One diffusers tensor placed in the model: `layer` indexes the stacked leading
-    axis of a scanned block parameter (None when the parameter holds one tensor)."""
-
-    name: str
-    path: Path
-    layer: int | None
-    to_jax: tuple[int, ...] | None
-
-
-def _linear(name: str, path: Path) -> tuple[_Entry, _Entry]:
-    return _Entry(f"{name}.weight", (*path, "kernel"), LINEAR), _Entry(f"{name}.bias", (*path, "bias"))
-
-
-def _layer_norm(name: str, path: Path) -> tuple[_Entry, _Entry]:
-    return _Entry(f"{name}.weight", (*path, "scale")), _Entry(f"{name}.bias", (*path, "bias"))
-
-
-def _top_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
-    cond = "condition_embedder"
-    return (
-        _Entry("patch_embedding.weight", ("patch_embedding", "kernel"), CONV3D),
-        _Entry("patch_embedding.bias", ("patch_embedding", "bias")),
-        *_linear(f"{cond}.time_embedder.linear_1", (cond, "time_embedder", "linear_1")),
-        *_linear(f"{cond}.time_embedder.linear_2", (cond, "time_embedder", "linear_2")),
-        *_linear(f"{cond}.time_proj", (cond, "time_proj")),
-        *_linear(f"{cond}.text_embedder.linear_1", (cond, "text_embedder", "linear_1")),
-        *_linear(f"{cond}.text_embedder.linear_2", (cond, "text_embedder", "linear_2")),
-        *_linear("proj_out", ("proj_out",)),
-        _Entry("scale_shift_table", ("scale_shift_table",)),
-        *(_image_embedder_entries(spec) if spec.uses_image_embeddings else ()),
-    )
-
-
-def _image_embedder_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
-    name, path = "condition_embedder.image_embedder", ("condition_embedder", "image_embedder")
-    entries = [
-        *_layer_norm(f"{name}.norm1", (*path, "norm1")),
-        *_linear(f"{name}.ff.net.0.proj", (*path, "ff", "proj_in")),
-        *_linear(f"{name}.ff.net.2", (*path, "ff", "proj_out")),
-        *_layer_norm(f"{name}.norm2", (*path, "norm2")),
-    ]
-    if spec.pos_embed_seq_len is not None:
-        entries.append(_Entry(f"{name}.pos_embed", (*path, "pos_embed")))
-    return tuple(entries)
-
-
-def _block_entries(spec: TransformerSpec) -> tuple[_Entry, ...]:
-    entries: list[_Entry] = []
-    for attn in ("attn1", "attn2"):
-        for theirs, ours in (("to_q", "to_q"), ("to_k", "to_k"), ("to_v", "to_v"), ("to_out.0", "to_out")):
-            entries += _linear(f"{attn}.{theirs}", (attn, ours))
-        entries += [_Entry(f"{attn}.{norm}.weight", (attn, norm, "scale")) for norm in ("norm_q", "norm_k")]
-    if spec.uses_image_embeddings:
-        entries += _linear("attn2.add_k_proj", ("attn2", "add_k_proj"))
-        entries += _linear("attn2.add_v_proj", ("attn2", "add_v_proj"))
-        entries.append(_Entry("attn2.norm_added_k.weight", ("attn2", "norm_added_k", "scale")))
-    if spec.cross_attn_norm:
-        entries += _layer_norm("norm2", ("norm2",))
-    entries += _linear("ffn.net.0.proj", ("ffn", "proj_in"))
-    entries += _linear("ffn.net.2", ("ffn", "proj_out"))
-    entries.append(_Entry("scale_shift_table", ("scale_shift_table",)))
-    return tuple(entries)
-
-
-def _slots(model: WanTransformer) -> list[_Slot]:
-    slots = [_Slot(e.name, e.path, None, e.to_jax) for e in _top_entries(model.spec)]
-    for i in range(model.spec.num_layers):
-        for e in _block_entries(model.spec):
-            path, layer = (("blocks", *e.path), i) if model.scan_layers else (("blocks", i, *e.path), None)
-            slots.append(_Slot(f"blocks.{i}.{e.name}", path, layer, e.to_jax))
-    return slots
-
-
-def _params(model: WanTransformer, slots: Sequence[_Slot]) -> dict[Path, nnx.Param]:
+def _params(model: WanTransformer, slots: Sequence[Slot]) -> dict[Path, nnx.Param]:
     params = {tuple(path): node for path, node in nnx.iter_graph(model) if isinstance(node, nnx.Param)}
     unmapped = set(params) ^ {slot.path for slot in slots}
     if unmapped:  # a bug in the table above, not in a checkpoint
@@ -153,7 +76,7 @@ def _where(tensors: Mapping[str, np.ndarray], name: str) -> str:
     return tensors.locate(name) if isinstance(tensors, TensorFiles) else repr(name)
 
 
-def _check_names(slots: Sequence[_Slot], tensors: Mapping[str, np.ndarray]) -> None:
+def _check_names(slots: Sequence[Slot], tensors: Mapping[str, np.ndarray]) -> None:
     expected = {slot.name for slot in slots}
     missing = [slot.name for slot in slots if slot.name not in tensors]
     unexpected = sorted(set(tensors) - expected)
@@ -179,7 +102,7 @@ def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None)
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
-    that `kernel_dtype` (fp8) stores the blocks' matmul kernels, which hold nearly all the
+    that `kernel_dtype` (fp8) stores the blocks' (and VACE blocks') matmul kernels, which hold nearly all the
     bytes; the layers cast them to the compute dtype as they use them. Embedders, the
     output projection, biases and norms keep the model's dtype.
     """
@@ -187,7 +110,7 @@ def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None)
     for path, param in _params(model, _slots(model)).items():
         abstract = param.get_value()
         dtype = abstract.dtype
-        if kernel_dtype is not None and path[0] == "blocks" and path[-1] == "kernel" and dtype != jnp.float32:
+        if kernel_dtype is not None and "blocks" in path and path[-1] == "kernel" and dtype != jnp.float32:
             dtype = jnp.dtype(kernel_dtype)
         layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)
     return layout

@@ -64,13 +64,12 @@ class JaxVideoAutoencoder:
         video[0, 0] = fit_image(pixels, height, width)
         if last_pixels is not None:
             video[0, -1] = fit_image(last_pixels, height, width)
-        return self._encoded(video)
+        return self.encode_video(video)
 
-    def encode_video(self, frames: np.ndarray, height: int, width: int) -> jax.Array:
-        return self._encoded(np.stack([fit_image(frame, height, width) for frame in frames])[None])
+    def encode_frames(self, frames: np.ndarray, height: int, width: int) -> jax.Array:
+        return self.encode_video(np.stack([fit_image(frame, height, width) for frame in frames])[None])
 
-    def _encoded(self, video: np.ndarray) -> jax.Array:
-        """Normalized latents of `video` [1, F, H, W, 3] float32 in [-1, 1]."""
+    def encode_video(self, video: np.ndarray) -> jax.Array:
         if self._spatial is not None:
             video = jax.device_put(video, self._spatial.replicated)
         return self._encode(self._params, video)
