@@ -29,6 +29,7 @@ from wanjax.adapters.jax.transformer.weights import abstract_transformer, storag
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES
+from wanjax.domain.architectures import WAN21_VACE_14B
 from wanjax.domain.specs import TransformerSpec
 
 GiB = 2**30
@@ -113,3 +114,22 @@ def test_a_whole_state_gets_the_shardings_of_its_parameters() -> None:
     flat = {tuple(path): leaf for path, leaf in nnx.to_flat_state(state)}
     assert flat.keys() == by_path.keys()
     assert all(flat[path] == by_path[path] for path in flat)
+
+
+@pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
+def test_vace_blocks_split_as_the_base_blocks(scan_layers: bool) -> None:
+    """Wan 2.1 VACE 14B: the VACE blocks' attention and FFN kernels split 8 ways as the base blocks',
+    their hint projections (D -> D into the residual stream) and proj_in over fsdp; fp8 storage
+    covers the VACE blocks' kernels."""
+    runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
+    model = abstract_transformer(WAN21_VACE_14B, runtime)
+    shardings = parameter_shardings(model, abstract_mesh(fsdp=2, tensor=4), DEFAULT_RULES)
+    kernels = {p: s.spec for p, s in shardings.items() if p[:2] == ("vace", "blocks") and p[-1] == "kernel"}
+    assert len(kernels) == 11 * (1 if scan_layers else 8)  # q, k, v, out twice, 2 FFN, the hint's proj_out
+    for path, spec in kernels.items():
+        axes = sorted(a for entry in spec if entry for a in (entry if isinstance(entry, tuple) else (entry,)))
+        hint = path[-2] == "proj_out" and path[-3] != "ffn"
+        assert axes == (["fsdp"] if hint else ["fsdp", "tensor"]), path
+    assert shardings[("vace", "proj_in", "kernel")].spec == PartitionSpec("fsdp")
+    layout = storage_layout(model, jnp.float8_e4m3fn)
+    assert all(layout[p].dtype == jnp.float8_e4m3fn for p in kernels)
