@@ -20,6 +20,7 @@ from wanjax.adapters.jax.sharding.rules import parameter_shardings, partition_sp
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, storage_layout
 from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES
+from wanjax.domain.architectures import WAN21_VACE_14B
 from wanjax.domain.specs import TransformerSpec
 
 GiB = 2**30
@@ -95,3 +96,22 @@ def test_staged_route_splits_the_first_axis_over_the_replica_axes() -> None:
     assert staged_sharding(target, (8, 8)).spec == PartitionSpec(("fsdp", "data"), "tensor")
     assert staged_sharding(target, (2, 8)) is None  # 2 rows do not split 4 ways
     assert staged_sharding(NamedSharding(mesh, PartitionSpec("fsdp", "tensor", "data")), (8, 8, 8)) is None
+
+
+@pytest.mark.parametrize("scan_layers", [True, False], ids=["scan", "loop"])
+def test_vace_blocks_split_as_the_base_blocks(scan_layers: bool) -> None:
+    """Wan 2.1 VACE 14B: the VACE blocks' attention and FFN kernels split 8 ways as the base blocks',
+    their hint projections (D -> D into the residual stream) and proj_in over fsdp; fp8 storage
+    covers the VACE blocks' kernels."""
+    runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
+    model = abstract_transformer(WAN21_VACE_14B, runtime)
+    shardings = parameter_shardings(model, abstract_mesh(fsdp=2, tensor=4), DEFAULT_RULES)
+    kernels = {p: s.spec for p, s in shardings.items() if p[:2] == ("vace", "blocks") and p[-1] == "kernel"}
+    assert len(kernels) == 11 * (1 if scan_layers else 8)  # q, k, v, out twice, 2 FFN, the hint's proj_out
+    for path, spec in kernels.items():
+        axes = sorted(a for entry in spec if entry for a in (entry if isinstance(entry, tuple) else (entry,)))
+        hint = path[-2] == "proj_out" and path[-3] != "ffn"
+        assert axes == (["fsdp"] if hint else ["fsdp", "tensor"]), path
+    assert shardings[("vace", "proj_in", "kernel")].spec == PartitionSpec("fsdp")
+    layout = storage_layout(model, jnp.float8_e4m3fn)
+    assert all(layout[p].dtype == jnp.float8_e4m3fn for p in kernels)
