@@ -72,5 +72,5 @@ def test_frames_match_diffusers_within_one_level(reference, config, service):
 def test_flow_shift_comes_from_the_folder_as_in_diffusers(config, tiny_checkpoint):
     from tiny_wan import FLOW_SHIFT
 
-    assert config.sampling.flow_shift == FLOW_SHIFT != GenerationConfig().flow_shift  # 5.0 saved, 3.0 generic
+    assert config.sampling.flow_shift == FLOW_SHIFT != GenerationConfig().sampling.flow_shift  # 5.0 saved, 3.0 generic
     assert config.origin("flow_shift").startswith(f"checkpoint {tiny_checkpoint}")

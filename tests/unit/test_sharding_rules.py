@@ -21,7 +21,6 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, storage_layout
 from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES
 from wanjax.domain.architectures import WAN21_VACE_14B
-from wanjax.domain.specs import TransformerSpec
 
 GiB = 2**30
 
