@@ -88,3 +88,13 @@ class CompileCounter:
 @pytest.fixture(scope="session")
 def compile_counter() -> CompileCounter:
     return CompileCounter()
+
+
+@pytest.fixture(scope="session")
+def eight_devices():
+    """The process with 8 virtual CPU devices that runs this worker's mesh checks (tests/eight_devices.py)."""
+    from eight_devices import EightDevices
+
+    devices = EightDevices()
+    yield devices
+    devices.close()
