@@ -1,5 +1,7 @@
 """Test session setup: JAX is initialised before torch is imported (see STYLE.md)."""
 
+from pathlib import Path
+
 import jax  # noqa: F401  (import order matters: jax first, then torch)
 import numpy as np
 import pytest
@@ -10,6 +12,25 @@ torch.set_num_threads(2)
 # process, so the cache stays off here: a cache hit would hide a recompilation from
 # `compile_counter`. tests/integration/test_compilation_cache.py runs it in subprocesses.
 jax.config.update("jax_enable_compilation_cache", False)
+
+LONGEST_FILES = (
+    "parity/test_vae_chunking.py",
+    "integration/test_sharded_vae.py",
+    "integration/test_sharded_generation.py",
+    "unit/test_context_parallel.py",
+    "integration/test_memory_plan.py",
+    "integration/test_sharded_transformer.py",
+)
+"""The files that take minutes on a 2-core machine (measured: 1.5 to 8 minutes each), longest
+first. They are collected first: scripts/test hands whole files to its two workers in collection
+order (--dist loadfile --no-loadscope-reorder), so the long ones start early and the workers end
+together, rather than one worker running a long file alone at the end (pytest-xdist's default
+order, by number of tests, put the 3-test memory-plan file near the end)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    rank = {Path(__file__).parent / name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture
@@ -98,3 +119,13 @@ class CompileCounter:
 @pytest.fixture(scope="session")
 def compile_counter() -> CompileCounter:
     return CompileCounter()
+
+
+@pytest.fixture(scope="session")
+def eight_devices():
+    """The process with 8 virtual CPU devices that runs this worker's mesh checks (tests/eight_devices.py)."""
+    from eight_devices import EightDevices
+
+    devices = EightDevices()
+    yield devices
+    devices.close()

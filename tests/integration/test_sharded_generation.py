@@ -1,59 +1,18 @@
 """Whole demo generations through the GenerationService on meshes of 8 virtual CPU devices
 make the same video as on one device (the errors of meshes that do not fit: tests/unit/test_sharding_mesh.py).
 
-In a subprocess (the device count is fixed at JAX start): one service per mesh, built from
-the config keys alone (mesh_*, context_parallel), as the CLI would build it.
+In the 8-device process (tests/eight_devices.py; the device count is fixed at JAX start): one
+service per mesh, built from the config keys alone (mesh_*, context_parallel), as the CLI would build it.
 """
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
+from unittest import mock
 
+import numpy as np
 import pytest
 
-SCRIPT = """
-import json, sys
-CFG_CACHE_MESH = json.loads(sys.argv[2])
-import numpy as np
-from wanjax.application.container import build_container
-from wanjax.domain.config import GenerationConfig
-
-SIZE = dict(height=64, width=96, num_frames=9, num_inference_steps=3)  # latents 3 x 8 x 12: 72 tokens
-
-def videos(overrides):
-    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, **SIZE)).with_overrides(overrides)
-    service = build_container(config).service()
-    requests = [config.request(f"a red fox {i}", seed=i, negative_prompt="blurry") for i in range(4)]
-    return service.generate_batch(requests).array  # [4, F, H, W, 3] uint8: 8 transformer rows with CFG
-
-reference = videos({})
-results = {}
-for name, overrides in json.loads(sys.argv[1]).items():
-    frames = videos(overrides)
-    results[name] = {
-        "shape": list(frames.shape),
-        "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
-        "fraction_different": float((frames != reference).mean()),
-    }
-
-def cfg_cached(overrides):
-    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, cache_policy="cfg_cache", **SIZE))
-    config = config.with_overrides({"num_inference_steps": 4, **overrides})  # step 2 is conditional-only
-    result = build_container(config).service().generate(config.request("a red fox", negative_prompt="blurry"))
-    return result.array, int((~result.cache_report.unconditional_ran).sum())
-
-reference, _ = cfg_cached({})
-frames, conditional_only = cfg_cached(CFG_CACHE_MESH)
-results["cfg_cache"] = {
-    "conditional_only_steps": conditional_only,
-    "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
-    "fraction_different": float((frames != reference).mean()),
-}
-print("RESULTS " + json.dumps(results))
-"""
 CFG_CACHE_MESH = {"mesh_data": 2, "mesh_context": 4}
 """One video with the CFG cache: its conditional-only steps run one row, which the data axis
 cannot split, so those rows run whole on each data device (the context axis still splits them)."""
@@ -72,19 +31,59 @@ MAX_FRACTION_DIFFERENT = 1e-3
 """Measured: 4e-5 to 6e-5 of the values (about ten of 221k) differ by that one level."""
 
 
+# ---- in the 8-device process (tests/eight_devices.py) ---------------------------------------
+
+SIZE = dict(height=64, width=96, num_frames=9, num_inference_steps=3)  # latents 3 x 8 x 12: 72 tokens
+
+
+def _videos(overrides: dict) -> np.ndarray:
+    from wanjax.application.container import build_container
+    from wanjax.domain.config import GenerationConfig
+
+    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, **SIZE)).with_overrides(overrides)
+    service = build_container(config).service()
+    requests = [config.request(f"a red fox {i}", seed=i, negative_prompt="blurry") for i in range(4)]
+    return service.generate_batch(requests).array  # [4, F, H, W, 3] uint8: 8 transformer rows with CFG
+
+
+def _cfg_cached(overrides: dict) -> tuple[np.ndarray, int]:
+    from wanjax.application.container import build_container
+    from wanjax.domain.config import GenerationConfig
+
+    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, cache_policy="cfg_cache", **SIZE))
+    config = config.with_overrides({"num_inference_steps": 4, **overrides})  # step 2 is conditional-only
+    result = build_container(config).service().generate(config.request("a red fox", negative_prompt="blurry"))
+    return result.array, int((~result.cache_report.unconditional_ran).sum())
+
+
+def measure(demo_cache_root: str) -> dict:
+    """Each mesh's videos against one device's: how many uint8 levels apart, how many values."""
+    with mock.patch.dict(os.environ, WANJAX_CACHE=demo_cache_root):  # the demo written once for the session
+        reference = _videos({})
+        results = {}
+        for name, overrides in MESHES.items():
+            frames = _videos(overrides)
+            results[name] = {
+                "shape": list(frames.shape),
+                "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
+                "fraction_different": float((frames != reference).mean()),
+            }
+        reference, _ = _cfg_cached({})
+        frames, conditional_only = _cfg_cached(CFG_CACHE_MESH)
+        results["cfg_cache"] = {
+            "conditional_only_steps": conditional_only,
+            "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
+            "fraction_different": float((frames != reference).mean()),
+        }
+        return results
+
+
+# ---- the tests ------------------------------------------------------------------------------
+
+
 @pytest.fixture(scope="module")
-def results(demo_cache) -> dict:
-    env = {
-        **os.environ,
-        "XLA_FLAGS": "--xla_force_host_platform_device_count=8",
-        "JAX_PLATFORMS": "cpu",
-        "WANJAX_CACHE": str(demo_cache.parent),
-    }
-    args = [sys.executable, "-c", SCRIPT, json.dumps(MESHES), json.dumps(CFG_CACHE_MESH)]
-    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=900)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    return json.loads(lines[-1].removeprefix("RESULTS "))
+def results(eight_devices, demo_cache) -> dict:
+    return eight_devices.call(__file__, "measure", str(demo_cache.parent))
 
 
 @pytest.mark.parametrize("mesh", list(MESHES))

@@ -1,94 +1,23 @@
 """The transformer forward on several meshes of 8 virtual CPU devices equals the one-device
 forward, with the collectives its layout calls for and no all-gather of the token activations.
 
-One subprocess (the device count is fixed at JAX start) builds a random fp32 model once,
-places its weights on each mesh with the sharded placement (on one mesh, then saved to and
-restored from the converted-weights cache), checks each placed array's sharding and bytes,
-runs the same forward, and reports the error and the compiled program's collectives as JSON.
+The 8-device process (tests/eight_devices.py; the device count is fixed at JAX start) builds
+a random fp32 model once, places its weights on each mesh with the sharded placement (on one
+mesh, then saved to and restored from the converted-weights cache), checks each placed array's
+sharding and bytes, runs the same forward, and reports the error and the compiled program's
+collectives as JSON.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 TOKENS = 48  # latents [8, 3, 8, 8, 16] with patch (1, 2, 2): 3 x 4 x 4
 DIM, HEADS, HEAD_DIM, BATCH = 96, 8, 12, 8
-
-SCRIPT = """
-import json, re, sys
-from pathlib import Path
-import jax, jax.numpy as jnp, numpy as np
-from flax import nnx
-from wanjax.adapters.jax.attention.context_parallel import RingAttention, UlyssesAttention
-from wanjax.adapters.jax.sharding.activations import ActivationSharding
-from wanjax.adapters.jax.sharding.mesh import build_mesh
-from wanjax.adapters.jax.loading.placement import ShardedPlacement
-from wanjax.adapters.jax.sharding.rules import parameter_shardings
-from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters
-from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
-from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES, MeshShape
-from wanjax.domain.specs import TransformerSpec
-
-COLLECTIVE = re.compile(
-    r"= (\\S+|\\([^)]*\\)) (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\\("
-)
-spec = TransformerSpec(
-    num_attention_heads=8, attention_head_dim=12, ffn_dim=128, num_layers=2, text_dim=32, freq_dim=32,
-    rope_max_seq_len=32,
-)
-reference_model = WanTransformer(spec, TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32), rngs=nnx.Rngs(0))
-host = {tuple(p): np.asarray(n.get_value()) for p, n in nnx.iter_graph(reference_model) if isinstance(n, nnx.Param)}
-rng = np.random.default_rng(0)
-latents = rng.standard_normal((8, 3, 8, 8, 16), dtype=np.float32)  # [B, F, H, W, C]
-timestep = np.linspace(100.0, 900.0, 8, dtype=np.float32)  # [B]
-context = rng.standard_normal((8, 7, 32), dtype=np.float32)  # [B, L, text_dim]
-
-def forward(model, latents, timestep, context):
-    return model(latents, timestep, context)
-
-reference = np.asarray(jax.jit(forward)(reference_model, latents, timestep, context))
-results = {}
-for name, (sizes, attention, scan_layers) in json.loads(sys.argv[1]).items():
-    mesh = build_mesh(MeshShape(**dict(zip(MESH_AXES, sizes))))
-    self_attention = {"ulysses": UlyssesAttention, "ring": RingAttention}[attention](mesh) if attention else None
-    runtime = TransformerRuntime(
-        dtype=jnp.float32, param_dtype=jnp.float32, scan_layers=scan_layers, self_attention=self_attention,
-        activation_sharding=ActivationSharding(mesh, DEFAULT_RULES),
-    )
-    model = abstract_transformer(spec, runtime)
-    shardings = parameter_shardings(model, mesh, DEFAULT_RULES)
-    layer_host = host if scan_layers else {
-        (p[0], i, *p[1:]) if p[0] == "blocks" else p: (a[i] if p[0] == "blocks" else a)
-        for p, a in host.items() for i in (range(spec.num_layers) if p[0] == "blocks" else [0])
-    }
-    placement = ShardedPlacement(shardings, min_bytes=1024)
-    placed = placement.put_all(layer_host)
-    if name == sys.argv[3]:  # the converted-weights cache restores each array with its own sharding
-        cache = ConvertedWeightsCache(Path(sys.argv[2]))
-        cache.save("entry", placed)
-        layout = {p: jax.ShapeDtypeStruct(a.shape, a.dtype) for p, a in layer_host.items()}
-        placed = cache.restore("entry", layout, placement.sharding)
-    assert all(placed[p].sharding == shardings[p] for p in placed), name
-    assert all(np.asarray(placed[p]).tobytes() == layer_host[p].tobytes() for p in placed), name
-    model = set_parameters(model, placed)
-    compiled = jax.jit(forward).lower(model, latents, timestep, context).compile()
-    out = np.asarray(compiled(model, latents, timestep, context))
-    results[name] = {
-        "relative_error": float(np.abs(out - reference).max() / np.abs(reference).max()),
-        "collectives": [[kind, shape] for shape, kind in COLLECTIVE.findall(compiled.as_text())],
-        "to_q_shard": list(placed[("blocks", "attn1", "to_q", "kernel")].addressable_shards[0].data.shape)
-        if scan_layers else None,
-    }
-print("RESULTS " + json.dumps(results))
-"""
 
 # name: ((data, fsdp, tensor, context), context-parallel attention or None, scan_layers)
 MESHES = {
@@ -107,16 +36,88 @@ partial matmuls, ring attention's online softmax rescales per block): ~3e-7 of m
 A layout bug (a wrong shard, a missed halo, a permuted head) errs by O(1)."""
 
 
+# ---- in the 8-device process (tests/eight_devices.py) ---------------------------------------
+
+COLLECTIVE = re.compile(
+    r"= (\S+|\([^)]*\)) (all-gather|all-reduce|reduce-scatter|all-to-all|collective-permute)(?:-start)?\("
+)
+
+
+def _forward(model, latents, timestep, context):
+    return model(latents, timestep, context)
+
+
+def measure(cache_folder: str) -> dict:
+    """Each mesh's forward against the one-device forward; its collectives and placed shards."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from wanjax.adapters.jax.attention.context_parallel import RingAttention, UlyssesAttention
+    from wanjax.adapters.jax.sharding.activations import ActivationSharding
+    from wanjax.adapters.jax.sharding.mesh import build_mesh
+    from wanjax.adapters.jax.loading.placement import ShardedPlacement
+    from wanjax.adapters.jax.sharding.rules import parameter_shardings
+    from wanjax.adapters.jax.transformer.model import WanTransformer
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters
+    from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
+    from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES, MeshShape
+    from wanjax.domain.specs import TransformerSpec
+
+    spec = TransformerSpec(
+        num_attention_heads=HEADS, attention_head_dim=HEAD_DIM, ffn_dim=128, num_layers=2, text_dim=32, freq_dim=32,
+        rope_max_seq_len=32,
+    )  # fmt: skip
+    fp32 = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    reference_model = WanTransformer(spec, fp32, rngs=nnx.Rngs(0))
+    host = {tuple(p): np.asarray(n.get_value()) for p, n in nnx.iter_graph(reference_model) if isinstance(n, nnx.Param)}
+    rng = np.random.default_rng(0)
+    latents = rng.standard_normal((BATCH, 3, 8, 8, 16), dtype=np.float32)  # [B, F, H, W, C]
+    timestep = np.linspace(100.0, 900.0, BATCH, dtype=np.float32)  # [B]
+    context = rng.standard_normal((BATCH, 7, 32), dtype=np.float32)  # [B, L, text_dim]
+    reference = np.asarray(jax.jit(_forward)(reference_model, latents, timestep, context))
+    results = {}
+    for name, (sizes, attention, scan_layers) in MESHES.items():
+        mesh = build_mesh(MeshShape(**dict(zip(MESH_AXES, sizes))))
+        self_attention = {"ulysses": UlyssesAttention, "ring": RingAttention}[attention](mesh) if attention else None
+        runtime = TransformerRuntime(
+            dtype=jnp.float32, param_dtype=jnp.float32, scan_layers=scan_layers, self_attention=self_attention,
+            activation_sharding=ActivationSharding(mesh, DEFAULT_RULES),
+        )  # fmt: skip
+        model = abstract_transformer(spec, runtime)
+        shardings = parameter_shardings(model, mesh, DEFAULT_RULES)
+        layer_host = host if scan_layers else {
+            (p[0], i, *p[1:]) if p[0] == "blocks" else p: (a[i] if p[0] == "blocks" else a)
+            for p, a in host.items() for i in (range(spec.num_layers) if p[0] == "blocks" else [0])
+        }  # fmt: skip
+        placement = ShardedPlacement(shardings, min_bytes=1024)
+        placed = placement.put_all(layer_host)
+        if name == RESTORED_FROM_CACHE:  # the converted-weights cache restores each array with its own sharding
+            cache = ConvertedWeightsCache(Path(cache_folder))
+            cache.save("entry", placed)
+            layout = {p: jax.ShapeDtypeStruct(a.shape, a.dtype) for p, a in layer_host.items()}
+            placed = cache.restore("entry", layout, placement.sharding)
+        assert all(placed[p].sharding == shardings[p] for p in placed), name
+        assert all(np.asarray(placed[p]).tobytes() == layer_host[p].tobytes() for p in placed), name
+        model = set_parameters(model, placed)
+        compiled = jax.jit(_forward).lower(model, latents, timestep, context).compile()
+        out = np.asarray(compiled(model, latents, timestep, context))
+        results[name] = {
+            "relative_error": float(np.abs(out - reference).max() / np.abs(reference).max()),
+            "collectives": [[kind, shape] for shape, kind in COLLECTIVE.findall(compiled.as_text())],
+            "to_q_shard": list(placed[("blocks", "attn1", "to_q", "kernel")].addressable_shards[0].data.shape)
+            if scan_layers else None,
+        }  # fmt: skip
+    return results
+
+
+# ---- the tests ------------------------------------------------------------------------------
+
+
 @pytest.fixture(scope="module")
-def results(tmp_path_factory) -> dict:
-    cache = tmp_path_factory.mktemp("weights-cache")
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, json.dumps(MESHES), str(cache), RESTORED_FROM_CACHE], env=env, capture_output=True, text=True, timeout=900
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
-    assert done.returncode == 0 and lines, done.stderr[-4000:]
-    return json.loads(lines[-1].removeprefix("RESULTS "))
+def results(eight_devices, tmp_path_factory) -> dict:
+    return eight_devices.call(__file__, "measure", str(tmp_path_factory.mktemp("weights-cache")))
 
 
 def _kinds(result: dict) -> set[str]:

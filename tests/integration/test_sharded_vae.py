@@ -2,19 +2,18 @@
 
 Both Wan VAEs (2.1 and 2.2, tiny random weights), several meshes, chunked and unrolled
 over time, tiled; the compiled program exchanges conv halos (collective-permute) and
-gathers no full-resolution activation. One subprocess runs every case (the device count
-is fixed when JAX starts) and reports numbers; the tests below judge them.
+gathers no full-resolution activation. The 8-device process (tests/eight_devices.py; the
+device count is fixed when JAX starts) runs every case and reports numbers; the tests judge them.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import subprocess
-import sys
+import re
+import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 # Every output sees the same inputs, but per-device shapes change how XLA tiles, fuses and
@@ -30,47 +29,39 @@ MESHES = {  # (data, fsdp, tensor, context)
     "2 fsdp x 4 tensor": (1, 2, 4, 1),
 }
 
-SCRIPT = r"""
-import json, re, sys, tempfile
-from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-import jax, jax.numpy as jnp, numpy as np
-from flax import nnx
-from jax.sharding import Mesh
-from tiny_wan import TINY_VAE, TINY_VAE22
-from vae_models import VaeModels
-from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
-from wanjax.adapters.jax.vae.runtime import VaeTiling
-from wanjax.adapters.jax.vae.sharding import SpatialSharding
-from wanjax.domain.errors import ConfigError
+# ---- in the 8-device process (tests/eight_devices.py) ---------------------------------------
 
-assert len(jax.devices()) == 8
 AXES = ("data", "fsdp", "tensor", "context")
-meshes = json.loads(sys.argv[2])
-results = []
 
 
-def mesh_of(shape):
+def _mesh_of(shape):
+    import jax
+    from jax.sharding import Mesh
+
     return Mesh(np.array(jax.devices()).reshape(shape), AXES)
 
 
-def collectives(hlo):
+def _collectives(hlo):
     found = re.findall(r"= (\w+)\[([\d,]*)\]\S* (all-gather|collective-permute|all-to-all|all-reduce)\(", hlo)
     return [(kind, dtype, [int(d) for d in dims.split(",") if d]) for dtype, dims, kind in found]
 
 
-def unit_frames(vae, latents, spatial=None):
+def _unit_frames(vae, latents, spatial=None):
+    import jax
+
     constrain = None if spatial is None else spatial.constrainer(latents.shape)
     fn = jax.jit(lambda z: vae.decode_to_unit(z if constrain is None else constrain(z), constrain))
     return np.asarray(fn(latents))
 
 
-def tiles(spec):
+def _tiles(spec):
+    from wanjax.adapters.jax.vae.runtime import VaeTiling
+
     latent = spec.spatial_compression  # pixels per latent: tiles of 4 latents, 3 between starts
     return VaeTiling(
         tile_sample_min_height=4 * latent, tile_sample_min_width=4 * latent,
         tile_sample_stride_height=3 * latent, tile_sample_stride_width=3 * latent,
-    )
+    )  # fmt: skip
 
 
 # (vae, case, latents [B, F', H', W'], runtime, meshes, the mesh whose float32 frames are compared too)
@@ -83,55 +74,63 @@ CASES = [
     ("wan2.2", "chunked", (2, 3, 8, 6), dict(decode_chunk=1), ["2 fsdp x 4 tensor"], "2 fsdp x 4 tensor"),
     ("wan2.2", "width", (1, 2, 6, 8), dict(), ["8 context"], None),
 ]
-models = {}
-rng = np.random.default_rng(0)
-for name, case, shape, runtime, mesh_names, unit_mesh in CASES:
-    if name not in models:
-        models[name] = VaeModels(Path(tempfile.mkdtemp()), TINY_VAE if name == "wan2.1" else TINY_VAE22)
-    pair = models[name]
-    if runtime.get("tiling") == "grid":
-        runtime = dict(runtime, tiling=tiles(pair.spec))
-    latents = rng.standard_normal((*shape, pair.spec.z_dim)).astype(np.float32)
-    single_u8 = JaxVideoAutoencoder(pair.load(**runtime)).decode_to_uint8(latents)
-    single_unit = unit_frames(pair.load(**runtime), latents) if unit_mesh else None
-    for mesh_name in mesh_names:
-        spatial = SpatialSharding(mesh_of(meshes[mesh_name]))
-        sharded = JaxVideoAutoencoder(pair.load(**runtime), spatial)
-        u8 = sharded.decode_to_uint8(latents)
-        unit_diff = None
-        if mesh_name == unit_mesh:
-            unit_diff = float(np.abs(unit_frames(pair.load(**runtime), latents, spatial) - single_unit).max())
-        hlo = sharded.prepare(latents).as_text()
-        results.append(dict(
-            vae=name, case=case, mesh=mesh_name, latents=list(latents.shape), frames=list(u8.shape),
-            layout=list(spatial.layout(*shape[2:4])), unit_diff=unit_diff,
-            u8_diff=int(np.abs(u8.astype(int) - single_u8.astype(int)).max()),
-            u8_changed=int((u8 != single_u8).sum()),
-            collectives=collectives(hlo),
-        ))
-for name, pair in models.items():
-    spatial = SpatialSharding(mesh_of(meshes["8 context"]))
-    try:
-        indivisible = np.zeros((1, 2, 7, 9, pair.spec.z_dim), np.float32)
-        JaxVideoAutoencoder(pair.load(decode_chunk=1), spatial).decode_to_uint8(indivisible)
-        results.append(dict(vae=name, case="indivisible", error=None))
-    except ConfigError as err:
-        results.append(dict(vae=name, case="indivisible", error=str(err)))
-print("RESULTS " + json.dumps(results))
-"""
+
+
+def measure() -> list[dict]:
+    """Every case's single-device and sharded decodes, compared; the compiled collectives."""
+    from tiny_wan import TINY_VAE, TINY_VAE22
+    from vae_models import VaeModels
+
+    from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
+    from wanjax.adapters.jax.vae.sharding import SpatialSharding
+    from wanjax.domain.errors import ConfigError
+
+    results = []
+    models = {}
+    rng = np.random.default_rng(0)
+    for name, case, shape, runtime, mesh_names, unit_mesh in CASES:
+        if name not in models:
+            models[name] = VaeModels(Path(tempfile.mkdtemp()), TINY_VAE if name == "wan2.1" else TINY_VAE22)
+        pair = models[name]
+        if runtime.get("tiling") == "grid":
+            runtime = dict(runtime, tiling=_tiles(pair.spec))
+        latents = rng.standard_normal((*shape, pair.spec.z_dim)).astype(np.float32)
+        single_u8 = JaxVideoAutoencoder(pair.load(**runtime)).decode_to_uint8(latents)
+        single_unit = _unit_frames(pair.load(**runtime), latents) if unit_mesh else None
+        for mesh_name in mesh_names:
+            spatial = SpatialSharding(_mesh_of(MESHES[mesh_name]))
+            sharded = JaxVideoAutoencoder(pair.load(**runtime), spatial)
+            u8 = sharded.decode_to_uint8(latents)
+            unit_diff = None
+            if mesh_name == unit_mesh:
+                unit_diff = float(np.abs(_unit_frames(pair.load(**runtime), latents, spatial) - single_unit).max())
+            hlo = sharded.prepare(latents).as_text()
+            results.append(dict(
+                vae=name, case=case, mesh=mesh_name, latents=list(latents.shape), frames=list(u8.shape),
+                layout=list(spatial.layout(*shape[2:4])), unit_diff=unit_diff,
+                u8_diff=int(np.abs(u8.astype(int) - single_u8.astype(int)).max()),
+                u8_changed=int((u8 != single_u8).sum()),
+                collectives=_collectives(hlo),
+            ))  # fmt: skip
+    for name, pair in models.items():
+        spatial = SpatialSharding(_mesh_of(MESHES["8 context"]))
+        try:
+            indivisible = np.zeros((1, 2, 7, 9, pair.spec.z_dim), np.float32)
+            JaxVideoAutoencoder(pair.load(decode_chunk=1), spatial).decode_to_uint8(indivisible)
+            results.append(dict(vae=name, case="indivisible", error=None))
+        except ConfigError as err:
+            results.append(dict(vae=name, case="indivisible", error=str(err)))
+    return results
+
+
+# ---- the tests ------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
-def results() -> list[dict]:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    tests = str(Path(__file__).parents[1])
-    done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, tests, json.dumps(MESHES)], env=env, capture_output=True, text=True, timeout=900
-    )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULTS ")]
-    print(lines)  # shown by pytest -s or on failure: the measured differences
-    assert done.returncode == 0 and lines, done.stderr[-3000:]
-    return json.loads(lines[0].removeprefix("RESULTS "))
+def results(eight_devices) -> list[dict]:
+    results = eight_devices.call(__file__, "measure")
+    print(results)  # shown by pytest -s or on failure: the measured differences
+    return results
 
 
 def _decodes(results: list[dict], *, tiled: bool = False) -> list[dict]:

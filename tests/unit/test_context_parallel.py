@@ -2,18 +2,14 @@
 attention, moves data with the collectives its design names and never all-gathers q/k/v;
 a tiny Wan transformer with it as its self-attention equals the plain one.
 
-JAX fixes its device count when it starts, so the multi-device work runs once, in a
-subprocess that runs this file as a script with 8 virtual CPU devices and prints a JSON
-report (errors, output differences, facts about the compiled HLO); the tests assert on it.
+JAX fixes its device count when it starts, so the multi-device work runs once, in the
+8-device process (tests/eight_devices.py), which imports this file and returns `_report()`
+as JSON (errors, output differences, facts about the compiled HLO); the tests assert on it.
 """
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import traceback
 from typing import Any
 
@@ -52,7 +48,7 @@ FORWARD_LATENTS = (2, 2, 8, 8, 16)  # [B, F, H, W, C]: 2 x 4 x 4 = 32 tokens wit
 FORWARD_MESHES = ("8 context", "2 data x 4 context", "4 context x 2 tensor")
 
 
-# ---- the subprocess side ------------------------------------------------------------------
+# ---- in the 8-device process ----------------------------------------------------------------
 
 
 def _mesh(name: str):
@@ -235,11 +231,8 @@ def _report() -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def report() -> dict[str, Any]:
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
-    done = subprocess.run([sys.executable, __file__], env=env, capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads(done.stdout.splitlines()[-1])
+def report(eight_devices) -> dict[str, Any]:
+    return eight_devices.call(__file__, "_report")
 
 
 def _part(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -341,6 +334,3 @@ def test_ring_chunks_must_be_positive():
     with pytest.raises(ConfigError, match="query_chunk=-1: must be a positive token count"):
         RingAttention(_one_device_mesh(), query_chunk=-1)
 
-
-if __name__ == "__main__":
-    print(json.dumps(_report()))
