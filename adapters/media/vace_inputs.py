@@ -9,33 +9,20 @@ from pathlib import Path
 import numpy as np
 
 from wanjax.adapters.media.images import read_image
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.adapters.media.video_input import read_video
 from wanjax.domain.vace import VaceInputs
 
 
 def read_frames(path: Path, num_frames: int, height: int, width: int) -> np.ndarray:
-    """The first `num_frames` frames of a video file, RGB uint8 [F, height, width, 3] (each
-    stretched to the size with Lanczos where it differs, as `fit_image`)."""
-    import av
+    """The first `num_frames` frames of a video file or frame folder (`read_video`), RGB uint8
+    [F, height, width, 3], each stretched to the size with Lanczos where it differs."""
     from PIL import Image
 
-    frames = []
-    try:
-        with av.open(str(path)) as container:
-            for frame in container.decode(video=0):
-                image = frame.to_image().convert("RGB")
-                if image.size != (width, height):
-                    image = image.resize((width, height), resample=Image.Resampling.LANCZOS)
-                frames.append(np.asarray(image))
-                if len(frames) == num_frames:
-                    break
-    except FileNotFoundError:
-        raise InvalidRequestError(f"video {path} does not exist") from None
-    except av.error.FFmpegError as err:
-        raise InvalidRequestError(f"video {path} is not a readable video ({err})") from None
-    if len(frames) < num_frames:
-        raise InvalidRequestError(f"video {path} has {len(frames)} frames; the request needs {num_frames}")
-    return np.stack(frames)
+    frames = read_video(path, num_frames)
+    if frames.shape[1:3] == (height, width):
+        return frames
+    lanczos = Image.Resampling.LANCZOS
+    return np.stack([np.asarray(Image.fromarray(frame).resize((width, height), resample=lanczos)) for frame in frames])
 
 
 def reference_canvas(pixels: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -36,7 +36,7 @@ def test_reference_is_fitted_and_centred_on_white() -> None:
 def test_no_inputs_is_none_and_a_short_video_is_named(tmp_path) -> None:
     assert read_vace_inputs(None, None, [], num_frames=5, height=32, width=48) is None
     Mp4Sink().write(np.zeros((3, 32, 48, 3), np.uint8), tmp_path / "short.mp4", fps=16)
-    with pytest.raises(InvalidRequestError, match="short.mp4 has 3 frames; the request needs 5"):
+    with pytest.raises(InvalidRequestError, match=r"short.mp4 has 3 frame\(s\); num_frames=5 needs"):
         read_vace_inputs(tmp_path / "short.mp4", None, [], num_frames=5, height=32, width=48)
     with pytest.raises(InvalidRequestError, match="does not exist"):
         read_vace_inputs(tmp_path / "missing.mp4", None, [], num_frames=5, height=32, width=48)
