@@ -1,5 +1,6 @@
 """Test session setup: JAX is initialised before torch is imported (see STYLE.md)."""
 
+import os
 from pathlib import Path
 
 import jax  # noqa: F401  (import order matters: jax first, then torch)
@@ -12,6 +13,21 @@ torch.set_num_threads(2)
 # process, so the cache stays off here: a cache hit would hide a recompilation from
 # `compile_counter`. tests/integration/test_compilation_cache.py runs it in subprocesses.
 jax.config.update("jax_enable_compilation_cache", False)
+
+FAST_COMPILE = "--xla_backend_optimization_level=0"
+"""The default run compiles with LLVM's optimisations off: compilation, not execution, is most of
+the suite's time (a tiny VAE's tiled decode: 35 CPU s to compile and run at the default level,
+11 s at this one; tests/parity/test_vae_chunking.py 5.5 instead of 12.5 minutes). XLA's HLO
+passes, hence the sharding, collectives and buffers the tests inspect, are the same; floating
+point is not reassociated at either level (fast math is off). Benchmark runs keep the default."""
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if config.getoption("benchmark_skip", default=False) and "xla_backend_optimization_level" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE}".strip()  # read when JAX first makes its CPU backend;
+        # the subprocesses tests start inherit it
+
 
 LONGEST_FILES = (
     "parity/test_vae_chunking.py",

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 TESTS = Path(__file__).resolve().parent
-DEVICE_ENV = {"XLA_FLAGS": "--xla_force_host_platform_device_count=8", "JAX_PLATFORMS": "cpu"}
 
 
 class DeviceCallError(AssertionError):
@@ -70,7 +69,7 @@ class EightDevices:
             self._log = tempfile.TemporaryFile(mode="w+")
             self._process = subprocess.Popen(
                 [sys.executable, __file__],
-                env={**os.environ, **DEVICE_ENV},
+                env={**os.environ, "JAX_PLATFORMS": "cpu", "XLA_FLAGS": _with_eight_devices(os.environ.get("XLA_FLAGS", ""))},
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
@@ -91,6 +90,11 @@ class EightDevices:
     def _log_tail(self) -> str:
         self._log.seek(0)
         return self._log.read()[-4000:]
+
+
+def _with_eight_devices(flags: str) -> str:
+    """The XLA flags given to the pytest process (conftest.py's included), plus 8 CPU devices."""
+    return f"{flags} --xla_force_host_platform_device_count=8".strip()
 
 
 # ---- the device process ---------------------------------------------------------------------
