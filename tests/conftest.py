@@ -9,10 +9,6 @@ import pytest
 import torch
 
 torch.set_num_threads(2)
-# The CLI turns JAX's persistent compilation cache on for its process. CLI tests run in this
-# process, so the cache stays off here: a cache hit would hide a recompilation from
-# `compile_counter`. tests/integration/test_compilation_cache.py runs it in subprocesses.
-jax.config.update("jax_enable_compilation_cache", False)
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 """The default run compiles with LLVM's optimisations off: compilation, not execution, is most of
@@ -20,6 +16,17 @@ the suite's time (a tiny VAE's tiled decode: 35 CPU s to compile and run at the 
 11 s at this one; tests/parity/test_vae_chunking.py 5.5 instead of 12.5 minutes). XLA's HLO
 passes, hence the sharding, collectives and buffers the tests inspect, are the same; floating
 point is not reassociated at either level (fast math is off). Benchmark runs keep the default."""
+
+
+@pytest.fixture(scope="session", autouse=True)
+def session_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """One persistent compilation cache for this worker process, on before the first compile:
+    the many tests that build the same tiny models compile each program once and read it back
+    afterwards. JAX fixes the folder at the first compile, so the CLI's own setting (called
+    in-process by CLI tests) does not move it; `compile_counter` counts the reads as compiles."""
+    from wanjax.adapters.jax.platform.compilation_cache import enable_compilation_cache
+
+    enable_compilation_cache(tmp_path_factory.mktemp("xla-cache"))
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -119,16 +126,24 @@ def tiny_ti2v_checkpoint(tmp_path_factory):
 
 
 class CompileCounter:
-    """Counts XLA backend compilations in this process (JAX's monitoring events)."""
+    """Counts the executables this process had to get anew: XLA backend compilations plus reads
+    from the session's persistent compilation cache (JAX's monitoring events). A retrace that
+    found its executable on disk counts as one, as it would with the cache off."""
 
-    EVENT = "/jax/core/compile/backend_compile_duration"
+    COMPILED = "/jax/core/compile/backend_compile_duration"
+    READ_FROM_DISK = "/jax/compilation_cache/cache_hits"
 
     def __init__(self) -> None:
         self.count = 0
-        jax.monitoring.register_event_duration_secs_listener(self._on_event)
+        jax.monitoring.register_event_duration_secs_listener(self._on_duration)
+        jax.monitoring.register_event_listener(self._on_event)
 
-    def _on_event(self, event: str, duration: float, **kwargs) -> None:
-        if event == self.EVENT:
+    def _on_duration(self, event: str, duration: float, **kwargs) -> None:
+        if event == self.COMPILED:
+            self.count += 1
+
+    def _on_event(self, event: str, **kwargs) -> None:
+        if event == self.READ_FROM_DISK:
             self.count += 1
 
 
