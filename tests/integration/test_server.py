@@ -1,6 +1,8 @@
 """`wanjax serve` as a client sees it: a real server on 127.0.0.1 (a subprocess on a free port),
 the demo model at 32x48, 5 frames, 2 steps. One server serves the module; the two restart tests
-start their own and stop it mid-job, one with SIGKILL, one with SIGTERM."""
+start their own and stop it mid-job, one with SIGKILL, one with SIGTERM. Each denoising step
+lasts at least 20 ms longer (tests/slow_steps_serve.py), so a long job outlasts the test's
+signal or cancel on any machine."""
 
 import io
 import os
@@ -21,8 +23,9 @@ from wanjax.entrypoints.cli import main
 
 SMALL = ["--set", "height=32", "--set", "width=48", "--set", "num_frames=5", "--set", "num_inference_steps=2"]
 QUEUE_SIZE = 3
-LONG = 100  # steps of a job that keeps the worker busy for a few seconds
+LONG = 100  # steps of a job that keeps the worker busy for at least 2 s
 TOKEN = "s3cret"
+TESTS = Path(__file__).parents[1]
 
 
 def _free_port() -> int:
@@ -43,7 +46,8 @@ class Server:
                 "--queue-size", str(QUEUE_SIZE), "--max-batch", "4", *SMALL]  # fmt: skip
         env = {**os.environ, "WANJAX_CACHE": str(self.cache)}
         log = (self.output_dir.parent / f"{self.output_dir.name}.log").open("ab")
-        self.process = subprocess.Popen([str(Path(sys.executable).parent / "wanjax"), *args], env=env, stdout=log, stderr=log)
+        command = [sys.executable, str(TESTS / "slow_steps_serve.py"), *args]
+        self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", headers={"Authorization": f"Bearer {TOKEN}"})
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:

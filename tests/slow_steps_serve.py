@@ -1,0 +1,28 @@
+"""`wanjax serve` whose denoising steps each last at least STEP_SECONDS longer, so that a test's
+long job is still running when the test signals or cancels it, however fast the machine.
+
+Arguments: the CLI's own (`serve ...`).
+"""
+
+import sys
+import time
+
+import wanjax.entrypoints.cli as cli
+from wanjax.application.service import GenerationService
+
+STEP_SECONDS = 0.02
+
+generate_batch = GenerationService.generate_batch
+
+
+def generate_batch_with_slow_steps(self, requests, *, on_step=None, **kwargs):
+    def slow_step(done: int, total: int) -> None:
+        time.sleep(STEP_SECONDS)
+        if on_step is not None:
+            on_step(done, total)
+
+    return generate_batch(self, requests, on_step=slow_step, **kwargs)
+
+
+GenerationService.generate_batch = generate_batch_with_slow_steps
+sys.exit(cli.main(sys.argv[1:]))
