@@ -254,7 +254,8 @@ def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: 
 
 
 def vae_runtime(settings: VaeSettings) -> VaeRuntime:
-    """The VAE's dtypes, chunks and tiling; a ConfigError for tiles that would leave gaps."""
+    """The VAE's dtypes, chunks, convolution form and tiling; a ConfigError for tiles that would
+    leave gaps."""
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
 
@@ -268,6 +269,7 @@ def vae_runtime(settings: VaeSettings) -> VaeRuntime:
         param_dtype=jax_dtype(settings.weights_dtype),
         decode_chunk=settings.decode_chunk,
         encode_chunk=settings.encode_chunk,
+        convolution=settings.convolution,
         tiling=tiling if settings.tiling else None,
     )
 

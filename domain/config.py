@@ -104,15 +104,15 @@ class GenerationConfig:
         return attrs.evolve(self, **sections, origins={**self.origins, **dict.fromkeys(typed, source)})
 
     def resolved(self, platform: str) -> GenerationConfig:
-        """Every `auto` dtype and `attention=auto` decided for `platform` ("cpu", "gpu", "tpu"):
-        the engine dtype by the platform, each component's by the engine dtype."""
+        """Every `auto` decided for `platform` ("cpu", "gpu", "tpu"): the engine dtype, attention
+        and the VAE's convolution form by the platform, each component's dtype by the engine's."""
         model = resolved_model(self.model, platform)
         return attrs.evolve(
             self,
             model=model,
             denoiser=resolved_denoiser(self.denoiser, model.dtype, platform),
             text_encoder=resolved_text_encoder(self.text_encoder, model.dtype),
-            vae=resolved_vae(self.vae, model.dtype),
+            vae=resolved_vae(self.vae, model.dtype, platform),
         )
 
     def origin(self, key: str) -> str:

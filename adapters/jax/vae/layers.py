@@ -29,6 +29,44 @@ _KERNEL_INIT = nnx.initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
 _NORM_EPS = 1e-12
 
 
+def _convolve(
+    x: jax.Array,
+    kernel: jax.Array,
+    strides: tuple[int, ...],
+    padding: tuple[tuple[int, int], ...],
+    runtime: VaeRuntime,
+) -> jax.Array:
+    spatial = "DHW"[-(x.ndim - 2) :]
+    return jax.lax.conv_general_dilated(
+        x,
+        kernel,
+        window_strides=strides,
+        padding=padding,
+        dimension_numbers=(f"N{spatial}C", f"{spatial}IO", f"N{spatial}C"),
+        precision=runtime.precision,
+    )
+
+
+def _convolve_frames(
+    x: jax.Array,
+    kernel: jax.Array,
+    strides: tuple[int, int, int],
+    padding: tuple[tuple[int, int], ...],
+    runtime: VaeRuntime,
+) -> jax.Array:
+    """The 3-D convolution of `x` [B, T, H, W, C] (no time padding) as, for each time tap of
+    `kernel` [kt, kh, kw, in, out], the 2-D convolution of every frame that tap reads, summed."""
+    taps, stride = kernel.shape[0], strides[0]
+    b, frames = x.shape[:2]
+    out_frames = (frames - taps) // stride + 1
+    total = None
+    for tap in range(taps):
+        read = x[:, tap : tap + stride * (out_frames - 1) + 1 : stride]  # [B, T', H, W, C]
+        y = _convolve(read.reshape(b * out_frames, *x.shape[2:]), kernel[tap], strides[1:], padding[1:], runtime)
+        total = y if total is None else total + y
+    return total.reshape(b, out_frames, *total.shape[1:])
+
+
 def _conv(
     x: jax.Array,
     weight: nnx.Param,
@@ -37,16 +75,9 @@ def _conv(
     padding: tuple[tuple[int, int], ...],
     runtime: VaeRuntime,
 ) -> jax.Array:
-    rank = x.ndim - 2
-    spatial = "DHW"[-rank:]
-    y = jax.lax.conv_general_dilated(
-        x.astype(runtime.dtype),
-        weight[...].astype(runtime.dtype),
-        window_strides=strides,
-        padding=padding,
-        dimension_numbers=(f"N{spatial}C", f"{spatial}IO", f"N{spatial}C"),
-        precision=runtime.precision,
-    )
+    x, kernel = x.astype(runtime.dtype), weight[...].astype(runtime.dtype)
+    video = x.ndim == 5 and runtime.convolution == "frames"
+    y = (_convolve_frames if video else _convolve)(x, kernel, strides, padding, runtime)
     return y + bias[...].astype(runtime.dtype)
 
 
@@ -54,7 +85,8 @@ class CausalConv3d(nnx.Module):
     """3D convolution whose output frame t sees input frames <= t only.
 
     `padding` is diffusers' (t, h, w) padding: space is zero padded on both sides,
-    time by 2 * t frames on the left only (zeros on the first chunk, the cache after).
+    time by 2 * t frames on the left only (zeros on the first chunk, the cache after),
+    so the convolution itself never pads time.
     """
 
     def __init__(

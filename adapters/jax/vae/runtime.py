@@ -9,9 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from wanjax.domain.errors import ConfigError
-from wanjax.domain.settings import VaeSettings
+from wanjax.domain.settings import VAE_CONVOLUTIONS, VaeSettings
 
 DEFAULTS = VaeSettings()  # the config's defaults are this runtime's
+CONVOLUTIONS = tuple(form for form in VAE_CONVOLUTIONS if form != "auto")  # as resolved for a platform
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
@@ -50,6 +51,11 @@ def _chunk(instance: Any, attribute: attrs.Attribute, value: int | None) -> None
         raise ConfigError(f"{attribute.name}={value}: use a positive number of frames, or None")
 
 
+def _convolution(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in CONVOLUTIONS:
+        raise ConfigError(f"{attribute.name}={value!r}: use one of {', '.join(CONVOLUTIONS)}")
+
+
 @attrs.frozen(kw_only=True)
 class VaeRuntime:
     """Runtime choices of the VAE; the architecture lives in `VaeSpec`.
@@ -66,6 +72,9 @@ class VaeRuntime:
         the hardware better and need more memory.
     encode_chunk: pixel frames per scan step of encoding (after the first frame); a
         multiple of the temporal compression (4). None unrolls diffusers' schedule of 4.
+    convolution: "3d" runs each 3-D convolution as one; "frames" as a 2-D convolution of
+        every frame per time tap of the kernel, summed (the same sums, regrouped: float32
+        results differ in the last bits). The builder picks "frames" on CPU.
     tiling: spatial tiling of decode and encode (diffusers' `enable_tiling`); None
         processes whole frames.
     """
@@ -75,4 +84,5 @@ class VaeRuntime:
     precision: jax.lax.Precision | None = None
     decode_chunk: int | None = attrs.field(default=DEFAULTS.decode_chunk, validator=_chunk)
     encode_chunk: int | None = attrs.field(default=DEFAULTS.encode_chunk, validator=_chunk)
+    convolution: str = attrs.field(default="3d", validator=_convolution)
     tiling: VaeTiling | None = None

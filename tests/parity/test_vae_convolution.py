@@ -1,0 +1,102 @@
+"""The VAE's 3-D convolutions run per frame (`convolution="frames"`, what CPU runs) equal the
+3-D form and diffusers, on both Wan VAEs, through every causal convolution the decoder and
+encoder hold (3x3x3, the (3, 1, 1) temporal up- and strided down-sampling, 1x1x1 shortcuts).
+
+Tiny random VAEs saved by diffusers; 3 latent frames (9 pixel frames), scanned one latent
+frame at a time as the product decodes. Layouts: torch [B, C, F, H, W], ours [B, F, H, W, C].
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import torch
+from flax import nnx
+
+from vae_models import VaeModels, to_ours, to_torch_layout
+
+from wanjax.adapters.jax.vae.layers import CausalConv3d
+from wanjax.adapters.jax.vae.model import WanVAE
+from wanjax.adapters.jax.vae.runtime import VaeRuntime
+from wanjax.application.container import build_container
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import ConfigError
+from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
+
+# The same products, summed per tap instead of at once: float32 results may differ in the
+# last bits (measured: <= 1e-6 of the output's range).
+FORM_RTOL = 1e-5
+# Against diffusers, as in test_vae_parity.py.
+REF_RTOL = 1e-4
+
+CONFIGS = {
+    "wan2.1": dict(base_dim=8, z_dim=16, dim_mult=[1, 2, 2, 2], num_res_blocks=1,
+                   temperal_downsample=[False, True, True]),
+    "wan2.2": dict(base_dim=4, decoder_base_dim=8, z_dim=48, dim_mult=[1, 2, 4, 4], num_res_blocks=1,
+                   temperal_downsample=[False, True, True], is_residual=True, patch_size=2, in_channels=12,
+                   out_channels=12, scale_factor_spatial=16, latents_mean=list(WAN22_LATENTS_MEAN),
+                   latents_std=list(WAN22_LATENTS_STD)),
+}  # fmt: skip
+
+decode = nnx.jit(WanVAE.decode)
+encode = nnx.jit(WanVAE.encode)
+
+
+@pytest.fixture(scope="module", params=list(CONFIGS))
+def models(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> VaeModels:
+    return VaeModels(tmp_path_factory.mktemp(request.param), CONFIGS[request.param])
+
+
+def assert_close(actual: np.ndarray, expected: np.ndarray, rtol: float) -> None:
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=rtol * np.abs(expected).max())
+
+
+def test_per_frame_decode_equals_the_3d_decode_and_diffusers(models: VaeModels) -> None:
+    z = torch.randn(1, models.spec.z_dim, 3, 4, 6, generator=torch.Generator().manual_seed(0))
+    by_frame, in_3d = (np.asarray(decode(models.load(decode_chunk=1, convolution=form), to_ours(z)))
+                       for form in ("frames", "3d"))  # fmt: skip
+    assert_close(by_frame, in_3d, FORM_RTOL)
+    with torch.no_grad():
+        expected = models.ref.decode(z).sample.numpy()
+    assert_close(to_torch_layout(by_frame), expected, REF_RTOL)
+
+
+def test_per_frame_encode_equals_the_3d_encode_and_diffusers(models: VaeModels) -> None:
+    space = models.spec.spatial_compression
+    video = torch.rand(1, 3, 9, 2 * space, 3 * space, generator=torch.Generator().manual_seed(1)) * 2 - 1
+    by_frame, in_3d = (np.asarray(encode(models.load(encode_chunk=4, convolution=form), to_ours(video)))
+                       for form in ("frames", "3d"))  # fmt: skip
+    assert_close(by_frame, in_3d, FORM_RTOL)
+    with torch.no_grad():
+        expected = models.ref.encode(video).latent_dist.mode().numpy()
+    assert_close(to_torch_layout(by_frame), expected, REF_RTOL)
+
+
+@pytest.mark.parametrize(("kernel", "stride", "frames"), [((3, 3, 3), 1, 5), ((3, 1, 1), 2, 7), ((1, 1, 1), 1, 2)])
+def test_a_per_frame_convolution_is_the_3d_one(kernel: tuple[int, int, int], stride: int, frames: int) -> None:
+    """Each kernel and time stride the Wan VAEs use, on odd sizes, against the 3-D convolution."""
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((2, frames, 5, 7, 3), np.float32))
+    padding = (0, kernel[1] // 2, kernel[2] // 2)
+    convs = {form: CausalConv3d(3, 4, kernel, VaeRuntime(convolution=form), stride=(stride, 1, 1),
+                                padding=padding, rngs=nnx.Rngs(0))
+             for form in ("frames", "3d")}  # fmt: skip
+    by_frame, in_3d = (np.asarray(conv(x)) for conv in convs.values())
+    assert by_frame.shape == in_3d.shape == (2, (frames - kernel[0]) // stride + 1, 5, 7, 4)
+    assert_close(by_frame, in_3d, FORM_RTOL)
+
+
+@pytest.mark.parametrize(("platform", "form"), [("cpu", "frames"), ("gpu", "3d"), ("tpu", "3d")])
+def test_auto_runs_per_frame_on_cpu_only(platform: str, form: str) -> None:
+    assert GenerationConfig().resolved(platform).vae.convolution == form
+    named = GenerationConfig().with_overrides({"vae_convolution": "3d"})
+    assert named.resolved("cpu").vae.convolution == "3d"  # a named form is taken as named
+
+
+def test_the_product_decodes_per_frame_here() -> None:
+    assert build_container(GenerationConfig()).vae_runtime().convolution == "frames"
+
+
+def test_an_unknown_form_is_named() -> None:
+    with pytest.raises(ConfigError, match="vae_convolution='2d': must be one of auto, 3d, frames"):
+        GenerationConfig().with_overrides({"vae_convolution": "2d"})
