@@ -1,5 +1,5 @@
 """`wanjax generate --set KEY=VALUE` accepts every key it accepted before the settings were split
-into sections (the list below is the flat config of commit 7422b1d, and `strength` since) and
+into sections (the list below is the flat config of commit 7422b1d, and `strength` and `vae_convolution` since) and
 parses each value to the key's type."""
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ ACCEPTED = {
     "compile_text_encoder": ("on", True),
     "vae_dtype": ("bfloat16", "bfloat16"),
     "vae_weights_dtype": ("float32", "float32"),
+    "vae_convolution": ("3d", "3d"),
     "vae_decode_chunk": ("none", None),
     "vae_encode_chunk": ("8", 8),
     "vae_tiling": ("true", True),
