@@ -5,13 +5,15 @@ Skipped by default; run with
     .venv/bin/pytest tests/benchmarks/test_vae_convolution_bench.py --benchmark-only -s
 Shapes [frames + 2 of causal context, H, W, C -> C]: the demo VAE's decoder at 192x128
 (4 frames of a chunk) and a 384-wide level of the released Wan 2.1 VAE at 832x480 (1/8
-of the pixels, 2 frames). Grouped by shape, so pytest-benchmark's table sets the forms side
-by side.
+of the pixels, 2 frames), and torch's `conv3d` (2 threads) on the same shapes as the
+reference. Grouped by shape, so pytest-benchmark's table sets them side by side.
 """
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
+import torch
 from flax import nnx
 
 from wanjax.adapters.jax.vae.layers import CausalConv3d
@@ -43,3 +45,22 @@ def test_vae_convolution(benchmark, shape: str, form: str) -> None:
     benchmark.pedantic(lambda: run(conv, x).block_until_ready(), rounds=5, iterations=1)
     seconds = benchmark.stats.stats.min
     print(f"\n{shape} {form}: {seconds * 1e3:.1f} ms, {flops(*SHAPES[shape]) / seconds / 1e9:.1f} GFLOP/s")
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_torch_conv3d(benchmark, shape: str) -> None:
+    frames, height, width, channels = SHAPES[shape]
+    torch.set_num_threads(2)
+    generator = np.random.default_rng(0)
+    x = torch.from_numpy(generator.standard_normal((1, channels, frames + 2, height, width), np.float32))
+    kernel = torch.from_numpy(generator.standard_normal((channels, channels, 3, 3, 3), np.float32))
+    benchmark.group = shape
+
+    def run() -> None:
+        with torch.inference_mode():
+            torch.nn.functional.conv3d(x, kernel, padding=(0, 1, 1))
+
+    run()
+    benchmark.pedantic(run, rounds=5, iterations=1)
+    seconds = benchmark.stats.stats.min
+    print(f"\n{shape} torch: {seconds * 1e3:.1f} ms, {flops(*SHAPES[shape]) / seconds / 1e9:.1f} GFLOP/s")
