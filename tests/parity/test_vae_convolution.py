@@ -86,6 +86,21 @@ def test_a_per_frame_convolution_is_the_3d_one(kernel: tuple[int, int, int], str
     assert_close(by_frame, in_3d, FORM_RTOL)
 
 
+def test_in_bfloat16_the_taps_are_summed_in_float32_and_rounded_once() -> None:
+    """As the 3-D convolution rounds: the same mean error against float32 (summing rounded
+    taps in bfloat16 measured 1.27x the 3-D convolution's)."""
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((1, 6, 8, 8, 64), np.float32))
+    exact = CausalConv3d(64, 64, (3, 3, 3), VaeRuntime(), padding=(0, 1, 1), rngs=nnx.Rngs(0))
+    errors = {}
+    for form in ("frames", "3d"):
+        runtime = VaeRuntime(convolution=form, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
+        conv = CausalConv3d(64, 64, (3, 3, 3), runtime, padding=(0, 1, 1), rngs=nnx.Rngs(0))
+        conv.weight[...] = exact.weight[...].astype(jnp.bfloat16)
+        low = np.asarray(conv(x.astype(jnp.bfloat16)), np.float32)
+        errors[form] = np.abs(low - np.asarray(exact(x))).mean()
+    assert errors["frames"] <= 1.05 * errors["3d"], errors
+
+
 @pytest.mark.parametrize(("platform", "form"), [("cpu", "frames"), ("gpu", "3d"), ("tpu", "3d")])
 def test_auto_runs_per_frame_on_cpu_only(platform: str, form: str) -> None:
     assert GenerationConfig().resolved(platform).vae.convolution == form

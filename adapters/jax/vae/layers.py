@@ -35,6 +35,7 @@ def _convolve(
     strides: tuple[int, ...],
     padding: tuple[tuple[int, int], ...],
     runtime: VaeRuntime,
+    accumulation: jnp.dtype | None = None,
 ) -> jax.Array:
     spatial = "DHW"[-(x.ndim - 2) :]
     return jax.lax.conv_general_dilated(
@@ -44,6 +45,7 @@ def _convolve(
         padding=padding,
         dimension_numbers=(f"N{spatial}C", f"{spatial}IO", f"N{spatial}C"),
         precision=runtime.precision,
+        preferred_element_type=accumulation,
     )
 
 
@@ -55,16 +57,17 @@ def _convolve_frames(
     runtime: VaeRuntime,
 ) -> jax.Array:
     """The 3-D convolution of `x` [B, T, H, W, C] (no time padding) as, for each time tap of
-    `kernel` [kt, kh, kw, in, out], the 2-D convolution of every frame that tap reads, summed."""
+    `kernel` [kt, kh, kw, in, out], the 2-D convolution of every frame that tap reads, summed in
+    float32 (a half-precision run then rounds once, as the 3-D convolution does)."""
     taps, stride = kernel.shape[0], strides[0]
     b, frames = x.shape[:2]
     out_frames = (frames - taps) // stride + 1
     total = None
     for tap in range(taps):
-        read = x[:, tap : tap + stride * (out_frames - 1) + 1 : stride]  # [B, T', H, W, C]
-        y = _convolve(read.reshape(b * out_frames, *x.shape[2:]), kernel[tap], strides[1:], padding[1:], runtime)
+        read = x[:, tap : tap + stride * (out_frames - 1) + 1 : stride].reshape(b * out_frames, *x.shape[2:])
+        y = _convolve(read, kernel[tap], strides[1:], padding[1:], runtime, accumulation=jnp.float32)
         total = y if total is None else total + y
-    return total.reshape(b, out_frames, *total.shape[1:])
+    return total.astype(x.dtype).reshape(b, out_frames, *total.shape[1:])
 
 
 def _conv(
