@@ -68,12 +68,16 @@ def open_checkpoint(folder: Path, model: ModelSettings) -> Checkpoint:
 
 
 def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) -> TextEncoder:
-    """UMT5 in the section's dtype, torch.compile'd with `compile`; with an embeddings cache
-    folder wrapped in a `CachedTextEncoder`, which builds it (imports torch) only when a prompt
-    batch is not cached."""
+    """UMT5 on the section's backend, in its dtype (torch.compile'd with `compile`); with an
+    embeddings cache folder wrapped in a `CachedTextEncoder`, which builds it (imports torch, or
+    puts the JAX encoder's weights on the device) only when a prompt batch is not cached."""
     files = checkpoint.text_encoder_files()
 
     def umt5() -> TextEncoder:
+        if settings.backend == "jax":
+            from wanjax.adapters.jax.text.encoder import JaxUmt5TextEncoder
+
+            return JaxUmt5TextEncoder.from_files(files, dtype=settings.dtype)
         from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
         return Umt5TextEncoder.from_files(files, dtype=settings.dtype, compile=settings.compile)
@@ -86,7 +90,8 @@ def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) ->
     from wanjax.adapters.text_embeddings import CachedTextEncoder, encoder_identity
 
     identity = encoder_identity(
-        (files.weights, files.preprocessing), {"dtype": settings.dtype, "compile": settings.compile}
+        (files.weights, files.preprocessing),
+        {"dtype": settings.dtype, "compile": settings.compile, "backend": settings.backend},
     )
     return CachedTextEncoder(umt5, folder, identity)
 

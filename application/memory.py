@@ -55,6 +55,7 @@ class MemoryPlanner:
             vae_tile=settings.vae.tile,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,
+            text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,
             row_shards=mesh.batch_ways,
             token_shards=mesh.context,

@@ -76,6 +76,7 @@ class Workload:
     vae_tile: int | None = None
     text_encoder_parameters: int = 0
     text_encoder_dtype: str = "float32"
+    text_encoder_backend: str = "torch"
     weight_shards: int = 1
     row_shards: int = 1
     token_shards: int = 1
@@ -136,9 +137,11 @@ def plan_memory(work: Workload, *, platform: str, available: int | None) -> Memo
         parts.append(("cross-attention KV cache", _kv_cache(work)))
     if work.vae is not None:
         parts.append(("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype]))
-    if platform == "cpu" and work.text_encoder_parameters:  # elsewhere torch holds it in host memory
+    on_device = work.text_encoder_backend == "jax"  # else torch holds it in host memory off CPU
+    if work.text_encoder_parameters and (platform == "cpu" or on_device):
         parts.append(("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]))
-        parts.append(("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME))  # unless the prompts are cached
+        if not on_device:
+            parts.append(("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME))  # unless the prompts are cached
     step = _step_activations(work, platform)
     decode = _vae_decode(work) if work.vae is not None else 0
     parts.append(("denoising step activations", step) if step >= decode else ("VAE decode activations", decode))

@@ -24,6 +24,7 @@ DTYPES = (AUTO, "float32", "bfloat16")
 WEIGHTS_DTYPES = (*DTYPES, "float8_e4m3fn")
 SCHEDULER_DTYPES = ("float32", "bfloat16")
 VAE_CONVOLUTIONS = (AUTO, "3d", "frames")
+TEXT_ENCODER_BACKENDS = ("torch", "jax")
 MAX_TEXT_TOKENS = 512  # text_len of every Wan model: what their cross-attention was trained on
 
 
@@ -138,6 +139,18 @@ class TextEncoderSettings:
     """Prompts and negative prompts encoded in one text-encoder call (false: one call each)."""
     compile: bool = attrs.field(default=False, metadata={"key": "compile_text_encoder"})
     """torch.compile the text encoder (pays a compile on the first prompt batch of each size)."""
+    backend: str = attrs.field(
+        default="torch", validator=_one_of(TEXT_ENCODER_BACKENDS), metadata={"key": "text_encoder_backend"}
+    )
+    """torch (transformers' UMT5 on the host CPU) or jax (ours, on the device with the rest of the run,
+    its weights held there; no torch import)."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.compile and self.backend == "jax":
+            raise ConfigError(
+                "compile_text_encoder=true applies to the torch text encoder; the jax one is always "
+                "compiled by XLA: drop compile_text_encoder, or use text_encoder_backend=torch"
+            )
     embeddings_cache_dir: str = attrs.field(default=AUTO, metadata={"key": "text_embeddings_cache_dir"})
     """Prompt embeddings kept on disk, so a run repeating its prompts skips the text encoder: auto
     is $WANJAX_CACHE/text (else ~/.cache/wanjax/text); empty or none turns it off."""

@@ -8,36 +8,19 @@ composition root imports it lazily so JAX-only runs never load torch.
 
 from __future__ import annotations
 
-import html
 import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import regex
 import torch
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, UMT5Config, UMT5EncoderModel
 
 from wanjax.adapters.checkpoints.checkpoint import EncoderFiles
 from wanjax.adapters.checkpoints.original_t5 import umt5_config, umt5_tensors
 from wanjax.adapters.checkpoints.weights import open_weights
+from wanjax.adapters.text.prompts import cleaned_prompts
 from wanjax.adapters.torch.pretrained import load_pretrained, model_from_tensors, require_folders, torch_dtype
-from wanjax.domain.errors import InvalidRequestError
-
-def clean_prompt(text: str) -> str:
-    """diffusers' Wan `prompt_clean`: ftfy repair when ftfy is installed (as diffusers does),
-    HTML entities unescaped twice, runs of whitespace collapsed to one space, ends stripped.
-
-    `regex` rather than `re` because their `\\s` differ (U+001C..U+001F) and diffusers uses `regex`.
-    """
-    try:
-        import ftfy
-    except ImportError:
-        pass
-    else:
-        text = ftfy.fix_text(text)
-    text = html.unescape(html.unescape(text)).strip()
-    return regex.sub(r"\s+", " ", text).strip()
 
 
 class Umt5TextEncoder:
@@ -97,12 +80,9 @@ class Umt5TextEncoder:
 
     def encode(self, prompts: Sequence[str], max_sequence_length: int) -> np.ndarray:
         """Embeddings [B, L, D] float32 with L = `max_sequence_length`; longer prompts are truncated."""
-        if isinstance(prompts, str) or len(prompts) == 0:
-            raise InvalidRequestError(f"prompts must be a non-empty list of strings, got {prompts!r}")
-        if max_sequence_length < 1:
-            raise InvalidRequestError(f"max_sequence_length must be >= 1, got {max_sequence_length}")
+        cleaned = cleaned_prompts(prompts, max_sequence_length)
         with self._encoding:
-            return self._encode([clean_prompt(prompt) for prompt in prompts], max_sequence_length)
+            return self._encode(cleaned, max_sequence_length)
 
     def _encode(self, prompts: list[str], max_sequence_length: int) -> np.ndarray:
         tokens = self._tokenizer(

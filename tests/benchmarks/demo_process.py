@@ -8,7 +8,7 @@ Each round runs, as fresh processes in alternating order, the README command
 
 (the demo preset: 192x128, 17 frames, 8 steps, guidance 5, max_sequence_length 64), the
 same with `--set text_embeddings_cache_dir=none` (the text encoder runs, as for a prompt
-not seen before), and this file's `diffusers` mode, which loads the same demo folder with
+not seen before), that again with `--set text_encoder_backend=jax`, and this file's `diffusers` mode, which loads the same demo folder with
 `WanPipeline.from_pretrained` and makes the same video (same prompt, empty negative
 prompt, size, frames, steps, guidance, flow shift from the folder's scheduler config), then
 writes it as an H.264 mp4 with PyAV (diffusers' `export_to_video` needs imageio or
@@ -68,6 +68,8 @@ def _commands(out_dir: Path) -> dict[str, list[str]]:
         "wanjax": readme,
         # The same with the prompt embeddings cache off: what a run with a new prompt costs.
         "wanjax-encode": [*readme, "--set", "text_embeddings_cache_dir=none"],
+        # ... and with the JAX text encoder, which never imports torch.
+        "wanjax-encode-jax": [*readme, "--set", "text_embeddings_cache_dir=none", "--set", "text_encoder_backend=jax"],
         "diffusers": [sys.executable, __file__, "diffusers", str(out_dir / "fox-diffusers.mp4")],
     }
 
@@ -98,7 +100,7 @@ def measure(runs: int, out_dir: Path) -> dict[str, float]:
                                              for name in commands), flush=True)  # fmt: skip
     summary = {f"{name}_median_s": statistics.median(times[name]) for name in commands}
     summary.update({f"{name}_cpu_median_s": statistics.median(cpu[name]) for name in commands})
-    for name in ("wanjax", "wanjax-encode"):  # per-round ratios, then their median
+    for name in ("wanjax", "wanjax-encode", "wanjax-encode-jax"):  # per-round ratios, then their median
         summary[f"{name}/diffusers"] = statistics.median(
             w / d for w, d in zip(times[name], times["diffusers"], strict=True)
         )

@@ -1,6 +1,6 @@
 """`wanjax generate --set KEY=VALUE` accepts every key it accepted before the settings were split
-into sections (the list below is the flat config of commit 7422b1d, and `strength` and `vae_convolution` since) and
-parses each value to the key's type."""
+into sections (the list below is the flat config of commit 7422b1d, and `strength`, `vae_convolution`
+and `text_encoder_backend` since) and parses each value to the key's type."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ ACCEPTED = {
     "use_batched_text_encoder": ("0", False),
     "text_encoder_dtype": ("float32", "float32"),
     "compile_text_encoder": ("on", True),
+    "text_encoder_backend": ("jax", "jax"),
     "vae_dtype": ("bfloat16", "bfloat16"),
     "vae_weights_dtype": ("float32", "float32"),
     "vae_convolution": ("3d", "3d"),

@@ -72,6 +72,10 @@ def test_the_text_encoder_counts_only_where_it_shares_the_memory():
     work = attrs.evolve(WAN13_480P81, text_encoder_parameters=5_700_000_000, text_encoder_dtype="bfloat16")
     assert _parts(work, "cpu")["text encoder weights"] == 11_400_000_000
     assert "text encoder weights" not in _parts(work, "gpu")  # torch holds it in host memory there
+    assert "text encoder runtime (torch)" in _parts(work, "cpu")
+    on_device = attrs.evolve(work, text_encoder_backend="jax")  # the JAX encoder: on the device, no torch
+    assert _parts(on_device, "gpu")["text encoder weights"] == _parts(on_device, "cpu")["text encoder weights"]
+    assert "text encoder runtime (torch)" not in _parts(on_device, "cpu")
 
 
 def test_a_plan_that_does_not_fit_names_the_fixes():

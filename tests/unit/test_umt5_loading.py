@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from wanjax.adapters.torch.umt5 import Umt5TextEncoder, clean_prompt
+from wanjax.adapters.text.prompts import clean_prompt
+from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 from wanjax.domain.errors import CheckpointError, ConfigError
 
 

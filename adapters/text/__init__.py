@@ -1,0 +1,1 @@
+"""Prompt text before any encoder: diffusers' cleaning, and the tokenizer without torch."""
