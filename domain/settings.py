@@ -144,6 +144,9 @@ class TextEncoderSettings:
     )
     """torch (transformers' UMT5 on the host CPU) or jax (ours, on the device with the rest of the run,
     its weights held there; no torch import)."""
+    embeddings_cache_dir: str = attrs.field(default=AUTO, metadata={"key": "text_embeddings_cache_dir"})
+    """Prompt embeddings kept on disk, so a run repeating its prompts skips the text encoder: auto
+    is $WANJAX_CACHE/text (else ~/.cache/wanjax/text); empty or none turns it off."""
 
     def __attrs_post_init__(self) -> None:
         if self.compile and self.backend == "jax":
@@ -151,9 +154,6 @@ class TextEncoderSettings:
                 "compile_text_encoder=true applies to the torch text encoder; the jax one is always "
                 "compiled by XLA: drop compile_text_encoder, or use text_encoder_backend=torch"
             )
-    embeddings_cache_dir: str = attrs.field(default=AUTO, metadata={"key": "text_embeddings_cache_dir"})
-    """Prompt embeddings kept on disk, so a run repeating its prompts skips the text encoder: auto
-    is $WANJAX_CACHE/text (else ~/.cache/wanjax/text); empty or none turns it off."""
 
 
 @attrs.frozen(kw_only=True)

@@ -9,10 +9,10 @@ import jax
 import jax.numpy as jnp
 
 from wanjax.domain.errors import ConfigError
-from wanjax.domain.settings import VAE_CONVOLUTIONS, VaeSettings
+from wanjax.domain.settings import AUTO, VAE_CONVOLUTIONS, VaeSettings
 
 DEFAULTS = VaeSettings()  # the config's defaults are this runtime's
-CONVOLUTIONS = tuple(form for form in VAE_CONVOLUTIONS if form != "auto")  # as resolved for a platform
+CONVOLUTIONS = tuple(form for form in VAE_CONVOLUTIONS if form != AUTO)  # as resolved for a platform
 
 
 def _positive(instance: Any, attribute: attrs.Attribute, value: int) -> None:
