@@ -55,6 +55,8 @@ class BenchOptions:
     dtype: str | None = None
     vae: bool = False
     vs_diffusers: bool = False
+    overrides: dict[str, object] = attrs.field(factory=dict)
+    """Any config key (`--set`), e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d."""
 
 
 @attrs.frozen(kw_only=True)
@@ -95,7 +97,8 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
         )
     if options.steps < 1:
         raise ConfigError(f"--steps {options.steps}: must be >= 1")
-    overrides = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
+    flags = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
+    overrides = {**options.overrides, **flags}
     config = resolve_config(options.model, overrides, read_checkpoint=False)  # no checkpoint: random weights
     architecture = _with_layers(_architecture(config.model.location), options.layers)
     request = attrs.evolve(
@@ -155,6 +158,9 @@ def run_bench(options: BenchOptions) -> BenchResult:
     memory_plan = planned_on_this_device(work)
     check_fits(memory_plan, work)
     diffusers_device = _diffusers_device() if options.vs_diffusers else None
+    diffusers_seconds = None
+    if diffusers_device is not None:  # first, in its own process: its memory is gone before JAX's grows
+        diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
     from wanjax.adapters.jax import bench as jax_bench
 
     timing = _time_transformer(bench)
@@ -165,9 +171,6 @@ def run_bench(options: BenchOptions) -> BenchResult:
         decode = jax_bench.time_decode(vae, timing.latents)
     device = jax_bench.default_device()
     peak = _peak(device, bench.dtype)
-    diffusers_seconds = None
-    if diffusers_device is not None:
-        diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
     return BenchResult(
         device=device.name,
         model=options.model,
@@ -254,10 +257,10 @@ def _diffusers_device() -> str:
 
 
 def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
-    from wanjax.adapters.torch.diffusers_bench import time_diffusers_steps
+    from wanjax.adapters.torch.diffusers_bench import time_diffusers_steps_apart
 
     g = bench.geometry
-    return time_diffusers_steps(
+    return time_diffusers_steps_apart(
         bench.architecture.transformer, (bench.copies, g.frames, g.height, g.width, g.channels),
         bench.settings.text_encoder.max_sequence_length, bench.architecture.image_tokens,
         guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,

@@ -117,6 +117,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--dtype", choices=DTYPES, help="default: the preset's (auto: bfloat16, float32 on CPU)")
     bench.add_argument("--vae", action="store_true", help="also time one VAE decode of the latents")
     bench.add_argument("--vs", choices=("diffusers",), help="also time diffusers' WanTransformer3DModel, same shapes")
+    bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="any config key, e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d; repeatable")
     bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")
 
 
@@ -153,16 +155,22 @@ def _run_command(args: argparse.Namespace) -> int:
 
 def set_overrides(args: argparse.Namespace) -> dict[str, object]:
     """The `--set KEY=VALUE` items and the flags that stand for config keys, as raw overrides."""
-    overrides: dict[str, object] = {}
-    for item in args.set:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set scan_layers=false")
-        overrides[key.strip()] = value
+    overrides = set_items(args.set)
     for flag, key in FLAG_KEYS.items():
         value = getattr(args, flag, None)  # `serve` has --set alone
         if value is not None:
             overrides[key] = value
+    return overrides
+
+
+def set_items(items: Sequence[str]) -> dict[str, object]:
+    """`--set KEY=VALUE` items as raw overrides; a malformed one is a ConfigError."""
+    overrides: dict[str, object] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. --set scan_layers=false")
+        overrides[key.strip()] = value
     return overrides
 
 
@@ -293,7 +301,7 @@ def _bench(args: argparse.Namespace) -> int:
     flags = ("layers", "steps", "height", "width", "num_frames", "attention", "dtype")
     given = {key: getattr(args, key) for key in flags}
     options = BenchOptions(
-        model=args.model, vae=args.vae, vs_diffusers=args.vs == "diffusers",
+        model=args.model, vae=args.vae, vs_diffusers=args.vs == "diffusers", overrides=set_items(args.set),
         **{key: value for key, value in given.items() if value is not None},
     )  # fmt: skip
     result = run_bench(options)

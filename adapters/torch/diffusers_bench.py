@@ -1,6 +1,10 @@
 """The reference side of `wanjax bench --vs diffusers`: diffusers' WanTransformer3DModel with random
 weights, the same architecture and shapes, timed per guided step on CUDA or the CPU.
 
+The reference runs in a process of its own (`time_diffusers_steps_apart`), before JAX builds
+anything: on a GPU each framework keeps the memory it once held in its own pool, so in one
+process the second would see the first's peak as taken (a 14B model twice over).
+
 A step is the transformer forward on the guidance batch plus the guidance combination, as
 diffusers' WanPipeline runs it (its scheduler update is left out: elementwise, negligible).
 diffusers is a test dependency, imported only here and only when asked for.
@@ -9,8 +13,10 @@ diffusers is a test dependency, imported only here and only when asked for.
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import attrs
 import torch
@@ -115,3 +121,9 @@ def time_diffusers_steps(
         step()
     synchronize()
     return (time.perf_counter() - start) / steps
+
+
+def time_diffusers_steps_apart(*args: object, **kwargs: object) -> float:
+    """`time_diffusers_steps` in a fresh (spawned) process, which returns all its memory on exit."""
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(time_diffusers_steps, *args, **kwargs).result()
