@@ -57,6 +57,8 @@ class BenchOptions:
     vs_diffusers: bool = False
     overrides: dict[str, object] = attrs.field(factory=dict)
     """Any config key (`--set`), e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d."""
+    profile_dir: Path | None = None
+    """Where JAX's profiler writes a trace of the timed steps (None: no profiling)."""
 
 
 @attrs.frozen(kw_only=True)
@@ -163,7 +165,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
     from wanjax.adapters.jax import bench as jax_bench
 
-    timing = _time_transformer(bench)
+    timing = _time_transformer(bench, options.profile_dir)
     memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
     decode = None
     if options.vae:
@@ -177,6 +179,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         layers=bench.architecture.transformer.num_layers,
         shape=_shape(bench),
         dtype=bench.dtype,
+        weights_dtype=bench.settings.denoiser.weights_dtype,
         attention=bench.settings.denoiser.attention,  # what ran: `auto` resolved
         steps=bench.request.num_inference_steps,
         seconds_per_step=timing.seconds_per_step,
@@ -192,7 +195,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
     )
 
 
-def _time_transformer(bench: BenchPlan) -> DenoiseTiming:
+def _time_transformer(bench: BenchPlan, profile_dir: Path | None = None) -> DenoiseTiming:
     """The guided steps; the experts' weights are freed on return, before the VAE's are made."""
     from wanjax.adapters.jax.bench import random_transformer, time_denoising
     from wanjax.adapters.jax.denoising.program import DenoiserOptions
@@ -201,12 +204,16 @@ def _time_transformer(bench: BenchPlan) -> DenoiseTiming:
     settings, architecture = bench.settings, bench.architecture
     attention = build_container(settings).attention()
     runtime = transformer_runtime(settings.denoiser, settings.model.dtype, attention, None, None)
-    experts = [random_transformer(architecture.transformer, runtime, seed) for seed in range(architecture.num_experts)]
     denoiser = settings.denoiser
+    kernels = jax_dtype(denoiser.weights_dtype) if denoiser.is_fp8 else None  # as ExpertLoading stores them
+    experts = [
+        random_transformer(architecture.transformer, runtime, seed, kernel_dtype=kernels)
+        for seed in range(architecture.num_experts)
+    ]
     options = DenoiserOptions(use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype))
     context, negative, conditioning = _inputs(bench)
     shape = bench.geometry.shape
-    return time_denoising(experts, options, bench.plan, shape, context, negative, conditioning)
+    return time_denoising(experts, options, bench.plan, shape, context, negative, conditioning, profile_dir)
 
 
 def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioning]:

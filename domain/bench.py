@@ -40,6 +40,7 @@ class BenchResult:
     layers: int
     shape: dict[str, Any]
     dtype: str
+    weights_dtype: str
     attention: str
     steps: int
     seconds_per_step: float
@@ -76,6 +77,7 @@ class BenchResult:
             "layers": self.layers,
             "shape": self.shape,
             "dtype": self.dtype,
+            "weights_dtype": self.weights_dtype,
             "attention": self.attention,
             "steps": self.steps,
             "seconds_per_step": self.seconds_per_step,

@@ -119,6 +119,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--vs", choices=("diffusers",), help="also time diffusers' WanTransformer3DModel, same shapes")
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d; repeatable")
+    bench.add_argument("--profile", type=Path, metavar="DIR",
+                       help="trace the timed steps with JAX's profiler into DIR (TensorBoard/XProf and Perfetto files)")
     bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")
 
 
@@ -302,6 +304,7 @@ def _bench(args: argparse.Namespace) -> int:
     given = {key: getattr(args, key) for key in flags}
     options = BenchOptions(
         model=args.model, vae=args.vae, vs_diffusers=args.vs == "diffusers", overrides=set_items(args.set),
+        profile_dir=args.profile,
         **{key: value for key, value in given.items() if value is not None},
     )  # fmt: skip
     result = run_bench(options)
@@ -317,7 +320,7 @@ def bench_report(result: BenchResult) -> str:
     shape = result.shape
     lines = [
         f"model      {result.model}, {result.layers} layers, {shape['width']}x{shape['height']}, "
-        f"{shape['num_frames']} frames -> latents {shape['latents']}, {result.dtype}, attention {result.attention}",
+        f"{shape['num_frames']} frames -> latents {shape['latents']}, {result.dtype} (weights {result.weights_dtype}), attention {result.attention}",
         f"device     {result.device}",
         f"compile    {result.compile_seconds:.2f} s",
         f"denoise    {result.seconds_per_step:.4f} s/step over {result.steps} steps, "

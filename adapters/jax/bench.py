@@ -14,6 +14,8 @@ import resource
 import sys
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
+from pathlib import Path
 
 import attrs
 import jax
@@ -27,6 +29,7 @@ from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters, storage_layout
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.domain.bench import MemoryPeak
@@ -36,9 +39,15 @@ from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
-def random_transformer(spec: TransformerSpec, runtime: TransformerRuntime, seed: int = 0) -> WanTransformer:
-    """The model with random weights made on the device, in its own parameter dtypes and layout."""
-    return _with_random_weights(nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0))), seed)
+def random_transformer(
+    spec: TransformerSpec, runtime: TransformerRuntime, seed: int = 0, kernel_dtype: DTypeLike | None = None
+) -> WanTransformer:
+    """The model with random weights made on the device, each parameter in the dtype a checkpoint
+    would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels."""
+    model = abstract_transformer(spec, runtime)
+    layout = storage_layout(model, kernel_dtype)
+    fill = jax.jit(lambda: {path: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (path, s) in enumerate(layout.items())})
+    return set_parameters(model, fill())
 
 
 def random_vae(spec: VaeSpec, runtime: VaeRuntime, seed: int = 0) -> WanVAE:
@@ -89,11 +98,13 @@ def time_denoising(
     context: np.ndarray,
     negative_context: np.ndarray | None,
     conditioning: Conditioning = Conditioning(),
+    profile_dir: Path | None = None,
 ) -> DenoiseTiming:
     """Compiles, then runs `plan` once, stamping the time as each step completes on the device.
     The first step also computes the KV cache and moves the inputs in, so a step's time is the
     shortest of the intervals after it (`plan` needs two steps at least). The Python loop runs,
-    whatever `options` say, so every step is the same compiled executable."""
+    whatever `options` say, so every step is the same compiled executable. With `profile_dir`
+    the steps run under JAX's profiler, which writes its trace there (a Perfetto JSON too)."""
     if plan.num_steps < 2:
         raise ValueError(f"plan has {plan.num_steps} steps: the first is not timed, so give two at least")
     denoiser = JaxDenoiser(experts, attrs.evolve(options, scan_diffusion_loop=False))
@@ -103,7 +114,10 @@ def time_denoising(
     denoiser.prepare(latents, plan, *args, conditioning)
     compile_seconds = time.perf_counter() - start
     stamps: list[float] = []
-    result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning).latents
+    tracing = jax.profiler.trace(str(profile_dir), create_perfetto_trace=True) if profile_dir else nullcontext()
+    with tracing:
+        result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning)
+    result = result.latents
     if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
     steps = [after - before for before, after in zip(stamps, stamps[1:])]

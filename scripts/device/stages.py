@@ -262,8 +262,10 @@ def diffusers_parity(out: Path, smoke: bool) -> dict:
 
 
 def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smoke: bool, out: Path,
-           vs_diffusers: bool = True, vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None) -> dict:
-    """`wanjax bench` in its own process; in the smoke run the demo model at its own small size."""
+           vs_diffusers: bool = True, vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None,
+           extra: tuple[str, ...] = ()) -> dict:
+    """`wanjax bench` in its own process (`extra`: more of its flags); in the smoke run the demo
+    model at its own small size."""
     width, height, frames = size
     argv = [*WANJAX, "bench", "--model", "demo" if smoke else model, "--steps", str(steps), "--json",
             str(out / f"{name}.json")]
@@ -277,6 +279,7 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
     elif vs_diffusers:
         reason = "no --vs diffusers: needs torch (the smoke venv has none)"
     argv += ["--vae"] if vae else []
+    argv += list(extra)
     for item in sets:
         argv += ["--set", item]
     notes = {"note": reason} if reason else {}
@@ -322,6 +325,71 @@ def bench_14b_720p_81_fp8(out: Path, smoke: bool) -> dict:
                   vs_diffusers=False, sets=("weights_dtype=float8_e4m3fn",))
 
 
+def bench_13b_480p_25_tokamax(out: Path, smoke: bool) -> dict:
+    """bench_13b_480p_25 on tokamax's attention kernel instead of cuDNN's (`auto`)."""
+    return _bench("bench_13b_480p_25_tokamax", "wan2.1-t2v-1.3b", (832, 480, 25), 5, smoke=smoke, out=out,
+                  vs_diffusers=False, extra=_tokamax_unless(smoke))
+
+
+def bench_14b_720p_81_tokamax(out: Path, smoke: bool) -> dict:
+    return _bench("bench_14b_720p_81_tokamax", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
+                  vs_diffusers=False, extra=_tokamax_unless(smoke))
+
+
+def _tokamax_unless(smoke: bool) -> tuple[str, ...]:
+    return () if smoke else ("--attention", "tokamax")  # tokamax has no CPU kernels
+
+
+def profile_13b_480p_25(out: Path, smoke: bool) -> dict:
+    """bench_13b_480p_25 under JAX's profiler (3 steps: the untimed first one too): device time
+    by kernel, the 25 largest, and by kind (matmul, attention, other fusions, copies)."""
+    trace_dir = out / "profile_13b_480p_25"
+    record = _bench("profile_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), 2, smoke=smoke, out=out,
+                    vs_diffusers=False, extra=("--profile", str(trace_dir)))
+    return {"seconds_per_step_profiled": record["seconds_per_step"], **_kernel_time(trace_dir)}
+
+
+KERNEL_KINDS = (
+    ("attention", re.compile(r"cudnn|fmha|flash|attention|sdpa", re.IGNORECASE)),
+    ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|wgmma|dot", re.IGNORECASE)),
+    ("copy", re.compile(r"memcpy|memset|copy", re.IGNORECASE)),
+    ("other", re.compile(r".")),
+)
+
+
+def _kernel_time(trace_dir: Path) -> dict:
+    """Sums the Perfetto trace's complete events on device processes (all of them on a host-only
+    run) by name; on a GPU only its stream lines, which hold the kernels (the "XLA Ops" and
+    "XLA Modules" lines beside them repeat the same time)."""
+    import gzip
+    from collections import Counter
+
+    (trace,) = trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz")
+    events = json.loads(gzip.open(trace).read())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    devices = {pid for pid, name in names.items() if "/device:" in name} or set(names)
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in devices}
+    streams = {key for key, name in threads.items() if name.startswith("Stream")}
+    by_name: Counter[str] = Counter()
+    for event in events:
+        on_device = event.get("pid") in devices and (not streams or (event["pid"], event.get("tid")) in streams)
+        if event.get("ph") == "X" and on_device:
+            by_name[event["name"]] += event.get("dur", 0.0)  # microseconds
+    total = sum(by_name.values()) or 1.0
+    by_kind: Counter[str] = Counter()
+    for name, micros in by_name.items():
+        by_kind[next(kind for kind, pattern in KERNEL_KINDS if pattern.search(name))] += micros
+    return {
+        "device_processes": sorted(names[p] for p in devices),
+        "lines": sorted(threads[key] for key in streams) if streams else "all",
+        "device_seconds": total / 1e6,
+        "share_by_kind": {kind: round(micros / total, 4) for kind, micros in by_kind.most_common()},
+        "top_kernels": [{"name": name[:160], "seconds": micros / 1e6, "share": round(micros / total, 4)}
+                        for name, micros in by_name.most_common(25)],
+    }
+
+
 def _vae(form: str) -> Callable[[Path, bool], dict]:
     def run(out: Path, smoke: bool) -> dict:
         """The Wan 2.1 VAE decoding 832x480x81 (behind a one-layer 1.3B transformer step)."""
@@ -345,5 +413,9 @@ STAGES = {
         Stage("vae_480p_81_frames", 120, 40, _vae("frames")),
         Stage("bench_14b_720p_81_fp8", 240, 120, bench_14b_720p_81_fp8),
         Stage("attention_75600", 120, 40, attention_75600),
+        # after the goals' stages: what would make the step faster
+        Stage("bench_13b_480p_25_tokamax", 120, 40, bench_13b_480p_25_tokamax),
+        Stage("profile_13b_480p_25", 120, 40, profile_13b_480p_25),
+        Stage("bench_14b_720p_81_tokamax", 200, 100, bench_14b_720p_81_tokamax),
     )
 }

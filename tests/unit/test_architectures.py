@@ -60,7 +60,7 @@ def test_unlisted_devices_have_no_peak(kind: str) -> None:
 
 def test_mfu_and_json() -> None:
     result = BenchResult(
-        device="gpu: x", model="demo", layers=2, shape={"height": 16}, dtype="bfloat16", attention="xla", steps=3,
+        device="gpu: x", model="demo", layers=2, shape={"height": 16}, dtype="bfloat16", weights_dtype="bfloat16", attention="xla", steps=3,
         seconds_per_step=0.5, flops_per_step=10**12, peak=Peak(flops=4e12, source="datasheet"),
         memory=MemoryPeak(bytes=2**30, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0, diffusers_seconds_per_step=2.0,
         diffusers_device="cuda",
