@@ -123,9 +123,11 @@ def seconds_text(num_frames: int, fps: int) -> str:
 
 
 def _percent(job: Job) -> int:
+    """The share of the denoising steps done; 100 once completed only (after its steps, a job
+    still decodes and writes its video)."""
     if job.status is JobStatus.SUCCEEDED:
         return 100
-    return 100 * job.steps_done // job.steps_total if job.steps_total else 0
+    return min(99, 100 * job.steps_done // job.steps_total) if job.steps_total else 0
 
 
 def _error(job: Job) -> dict[str, str] | None:
