@@ -88,6 +88,8 @@ def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
             return _error(409, f"video {job.id} is {video_object(job, model=runner.model, fps=runner.fps)['status']}; "
                                "its content exists once it has completed")  # fmt: skip
         path = runner.files.video(job.id) if variant == "video" else runner.files.thumbnail(job.id)
+        if not path.is_file():
+            return _error(410, f"video {job.id} completed, but its file {path} is gone from the output folder")
         return FileResponse(path, media_type=CONTENT_TYPES[variant])
 
     async def delete(request: Request) -> Response:

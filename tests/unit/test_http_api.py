@@ -5,6 +5,7 @@ the video object, listing, deletion, and the errors for what cannot run."""
 import base64
 import io
 import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -13,18 +14,21 @@ from PIL import Image
 from starlette.testclient import TestClient
 
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
+from wanjax.application.job_requests import request_record
 from wanjax.application.job_runner import JobRunner
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
+from wanjax.domain.jobs import Job, JobStatus
 from wanjax.entrypoints.http_api import build_app
+from wanjax.entrypoints.video_api import video_object
 
 CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
 
 
 @pytest.fixture
 def runner(tmp_path):
-    """An image-to-video model that also runs without an image (as TI2V does); never started, so
-    jobs stay queued."""
+    """An image-to-video model that also runs without an image (as TI2V does); not started (jobs
+    stay queued) unless a test starts it."""
     service = fake_service(FakeDenoiser, image_conditioning=ImageConditioning.FIRST_FRAME)
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
     return JobRunner(service, CONFIG, store, output_dir=tmp_path, queue_capacity=4, max_batch=1, model="wan-test")
@@ -133,3 +137,37 @@ def test_the_model_is_listed_and_the_page_needs_no_token_where_the_api_does(clie
     page = bare.get("/")
     assert page.status_code == 200 and "<video" in bare.get("/page.js").text + page.text
     assert bare.get("/page.css").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "steps", "wire", "progress", "code"),
+    [(JobStatus.RUNNING, (4, 4), "in_progress", 99, None), (JobStatus.RUNNING, (1, 4), "in_progress", 25, None),
+     (JobStatus.SUCCEEDED, (4, 4), "completed", 100, None), (JobStatus.CANCELLED, (2, 4), "failed", 50, "cancelled"),
+     (JobStatus.FAILED, (0, 0), "failed", 0, "generation_failed")],
+)  # fmt: skip
+def test_a_jobs_state_reads_as_the_sdk_types_it(status, steps, wire, progress, code):
+    record = request_record(CONFIG.request("a cat"))
+    job = Job(id="a", request=record, status=status, created_at=10.7, finished_at=12.2 if status.finished else None,
+              steps_done=steps[0], steps_total=steps[1], error="boom" if status is JobStatus.FAILED else None)  # fmt: skip
+    video = video_object(job, model="m", fps=16)
+    assert (video["status"], video["progress"], (video["error"] or {}).get("code")) == (wire, progress, code)
+    assert (video["created_at"], video["completed_at"]) == (10, 12 if status.finished else None)
+    assert (video["seconds"], video["size"]) == ("0.56", "96x64")
+
+
+def test_a_completed_video_and_its_thumbnail_download_and_a_lost_file_is_410(runner):
+    runner.start()
+    client = TestClient(build_app(runner))
+    job_id = client.post("/v1/videos", json={"prompt": "a cat"}).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/videos/{job_id}").json()["status"] != "completed":
+        assert time.monotonic() < deadline, "the job never completed"
+        time.sleep(0.01)
+    runner.stop()
+    video = client.get(f"/v1/videos/{job_id}/content")
+    thumbnail = client.get(f"/v1/videos/{job_id}/content", params={"variant": "thumbnail"})
+    assert video.headers["content-type"] == "video/mp4" and video.content == runner.files.video(job_id).read_bytes()
+    assert thumbnail.headers["content-type"] == "image/webp" and thumbnail.content[8:12] == b"WEBP"
+    assert client.get(f"/v1/videos/{job_id}/content", params={"variant": "spritesheet"}).status_code == 422
+    runner.files.video(job_id).unlink()
+    assert client.get(f"/v1/videos/{job_id}/content").status_code == 410
