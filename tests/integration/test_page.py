@@ -6,6 +6,7 @@ test with the command that installs it."""
 import shutil
 
 import pytest
+from PIL import Image
 from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
@@ -40,7 +41,7 @@ def browser():
 
 
 @pytest.fixture(scope="module")
-def page(server, browser):
+def page(browser, server):
     """The page, past its token prompt."""
     browser.get(f"{server.url}/")
     token = _wait(browser, lambda: _visible(browser, "token"))
@@ -89,3 +90,16 @@ def test_a_video_cancelled_in_the_page_shows_as_cancelled(page):
     _wait(page, lambda: card.get_attribute("data-status") == "cancelled")
     assert card.find_element(By.CLASS_NAME, "status").text == "cancelled"
     assert not card.find_element(By.TAG_NAME, "video").is_displayed()
+
+
+def test_a_first_frame_reaches_the_server_and_its_refusal_shows_in_the_page(page, tmp_path):
+    """The demo is a text-to-video model: the uploaded image is sent, and refused by name."""
+    first = tmp_path / "first.png"
+    Image.new("RGB", (48, 32), (200, 120, 40)).save(first)
+    page.find_element(By.ID, "image").send_keys(str(first))
+    prompt = page.find_element(By.ID, "prompt")
+    prompt.clear()
+    prompt.send_keys("a fox from this frame")
+    page.find_element(By.ID, "submit").click()
+    _wait(page, lambda: "takes no image" in page.find_element(By.ID, "form-error").text)
+    assert "a fox from this frame" not in [card.text for card in page.find_elements(By.CSS_SELECTOR, "#jobs .prompt")]
