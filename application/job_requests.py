@@ -119,7 +119,7 @@ def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
         value = float(seconds)
     except (TypeError, ValueError):
         value = math.nan
-    if isinstance(seconds, bool) or not 0 < value < math.inf:
+    if isinstance(seconds, bool) or not 0 < value * fps < math.inf:
         raise InvalidRequestError(f"seconds={seconds!r}: give the duration as a number of seconds > 0, e.g. '5'")
     return {"num_frames": frames_for_seconds(value, fps)}
 

@@ -68,6 +68,7 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"size": "50x32"}, {}, "size='50x32' gives width=50: must be a multiple of 16"),
         ({"seconds": "soon"}, {}, "seconds='soon': give the duration as a number of seconds"),
         ({"seconds": -1}, {}, "seconds=-1"),
+        ({"seconds": "1e308"}, {}, "seconds='1e308'"),
         ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
         ({"image": "AAAA"}, {}, "image: send the first frame as the file `input_reference`"),
         ({"cache": "magcache"}, {}, "cache: set by the server"),
