@@ -8,6 +8,7 @@ as `input_reference`) and, as extensions, GenerationRequest's own; `num_frames`,
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,6 +28,8 @@ REFUSED_FIELDS = {
     "vace": "VACE inputs are taken by `wanjax generate` only",
     "image": "send the first frame as the file `input_reference`",
 }
+CLI_FLAGS = {"--image": "input_reference", "--last-image": "last_image", "--video": "video"}
+"""The CLI's flags that the domain's messages name, and the fields a client gives instead."""
 NOT_RECORDED = ("prompt", "image", "last_image", "video", "vace", "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
 
@@ -125,7 +128,9 @@ def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
 
 
 def _named_by_client(message: str, given: Mapping[str, Any], used: Mapping[str, Any]) -> str:
-    """An error about a field the client gave as `size` or `seconds`, named as the client gave it."""
+    """An error in the client's terms: a field it gave as `size` or `seconds` named so, and the
+    CLI's flags in the domain's fixes (`--image PATH`) named as the fields it sends instead."""
+    message = re.sub(r"(--image|--last-image|--video)( PATH)?\b", lambda flag: CLI_FLAGS[flag[1]], message)
     for client, fields in (("size", ("width", "height")), ("seconds", ("num_frames",))):
         if message.startswith(tuple(f"{name}=" for name in fields if name in used)):
             return f"{client}={given[client]!r} gives {message}"

@@ -6,6 +6,7 @@ import io
 
 import numpy as np
 import pytest
+from fakes import FakeDenoiser, fake_service
 from PIL import Image
 
 from wanjax.adapters.media.video_files import Mp4Sink
@@ -80,6 +81,12 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
 def test_bad_fields_name_the_field_as_the_client_gave_it(fields, media, message):
     with pytest.raises(InvalidRequestError, match=message):
         _request(fields, media)
+
+
+def test_the_models_refusal_names_the_clients_field_not_the_cli_flag():
+    with pytest.raises(InvalidRequestError, match="takes no image; drop input_reference or use") as refused:
+        validated_request({"prompt": "a fox"}, {"input_reference": _png(1)}, CONFIG, fake_service(FakeDenoiser), model="demo")
+    assert "--" not in str(refused.value)
 
 
 def test_an_unknown_field_is_named():
