@@ -14,5 +14,5 @@ for layer in LAYERS:
 setup(
     packages=packages,
     package_dir=package_dir,
-    package_data={"wanjax.configs": ["*.yaml"]},
+    package_data={"wanjax.configs": ["*.yaml"], "wanjax.entrypoints": ["page/*"]},
 )

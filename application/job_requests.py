@@ -1,11 +1,18 @@
-"""A request as a client sends it (a JSON object) -> a validated GenerationRequest, or an error
-naming the field, before anything is queued."""
+"""A video request as a client sends it -> a validated GenerationRequest, or an error naming the
+field, before anything is queued; and the validated request as a job keeps it (its record), back.
+
+The client's fields are the video API's (`prompt`, `model`, `seconds`, `size`, the first frame
+as `input_reference`) and, as extensions, GenerationRequest's own; `num_frames`, `width` and
+`height` win over `seconds` and `size`."""
 
 from __future__ import annotations
 
-import base64
-import binascii
+import math
+import re
+from collections.abc import Mapping
 from typing import Any
+
+import attrs
 
 from wanjax.adapters.media.images import decode_image
 from wanjax.adapters.media.video_input import decode_video
@@ -14,43 +21,121 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 
-SERVER_FIELDS = ("cache",)
-"""Request fields a client cannot set: the cache policy is the server's (`--set cache_policy=...`)."""
+MEDIA_FIELDS = {"input_reference": "image", "last_image": "last_image", "video": "video"}
+"""The client's file fields -> the request fields they fill (png/jpg images, an mp4 video)."""
+REFUSED_FIELDS = {
+    "cache": "set by the server (--set cache_policy=...), not per request",
+    "vace": "VACE inputs are taken by `wanjax generate` only",
+    "image": "send the first frame as the file `input_reference`",
+}
+CLI_FLAGS = {"--image": "input_reference", "--last-image": "last_image", "--video": "video"}
+"""The CLI's flags that the domain's messages name, and the fields a client gives instead."""
+NOT_RECORDED = ("prompt", "image", "last_image", "video", "vace", "cache")
+"""Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
 
 
-def request_from_json(body: Any, config: GenerationConfig, service: GenerationService) -> GenerationRequest:
-    """`body`'s fields over `config`'s defaults; `image` and `last_image` are png/jpg files and
-    `video` an mp4 file, each as base64. Raises
-    InvalidRequestError or ConfigError (unknown fields), each naming the field, for whatever
-    `service.generate` would refuse before its first step."""
-    if not isinstance(body, dict):
-        raise InvalidRequestError(f"the request must be a JSON object of request fields, got {type(body).__name__}")
-    fields = dict(body)
+def frames_for_seconds(seconds: float, fps: int) -> int:
+    """The 4k+1 frame count nearest to `seconds` at `fps` (5 s at 16 fps: 81 frames)."""
+    return 4 * max(0, round((seconds * fps - 1) / 4)) + 1
+
+
+def validated_request(
+    fields: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig, service: GenerationService,
+    *, model: str,
+) -> GenerationRequest:  # fmt: skip
+    """`fields` (the client's, JSON values) and `media` (file bytes by client field) over `config`'s
+    defaults, for the served `model`. Raises InvalidRequestError or ConfigError (unknown fields),
+    each naming the client's field, for whatever `service.generate` would refuse before its first
+    step."""
+    fields = dict(fields)
     prompt = fields.pop("prompt", None)
     if not isinstance(prompt, str):
         raise InvalidRequestError(f"prompt={prompt!r}: give the prompt as a string")
-    for name in SERVER_FIELDS:
-        if name in fields:
-            raise InvalidRequestError(f"{name}: set by the server (--set cache_policy=...), not per request")
-    for name in ("image", "last_image"):
-        if fields.get(name) is not None:
-            fields[name] = decode_image(_decoded(fields[name], name, "a png/jpg file"), f"{name} (the request's base64 field)")
-    if fields.get("video") is not None:
-        num_frames = fields.get("num_frames", config.sampling.num_frames)
-        if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
-            raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
-        data = _decoded(fields["video"], "video", "an mp4 file")
-        fields["video"] = decode_video(data, num_frames, "video (the request's base64 field)")
-    request = config.request(prompt, **fields)
-    service.check([request])
+    asked = fields.pop("model", None)
+    if asked is not None and asked != model:
+        raise InvalidRequestError(f"model={asked!r}: this server serves {model!r}; give model={model!r} or leave it out")
+    refused = sorted(set(fields) & set(REFUSED_FIELDS))
+    if refused:
+        raise InvalidRequestError(f"{refused[0]}: {REFUSED_FIELDS[refused[0]]}")
+    given = {name: value for name in ("size", "seconds") if (value := fields.pop(name, None)) is not None}
+    derived = {**_size_fields(given.get("size")), **_seconds_fields(given.get("seconds"), config.sampling.fps)}
+    used = {name: value for name, value in derived.items() if name not in fields}
+    fields.update(used)
+    images = {MEDIA_FIELDS[name]: data for name, data in media.items()}
+    try:
+        decoded = decoded_media(images, fields.get("num_frames", config.sampling.num_frames))
+        request = config.request(prompt, **fields, **decoded)
+        service.check([request])
+    except InvalidRequestError as err:
+        raise InvalidRequestError(_named_by_client(str(err), given, used)) from None
     return request
 
 
-def _decoded(encoded: Any, name: str, kind: str) -> bytes:
-    """The bytes of the base64 request field `name`, a file of `kind`."""
-    if not isinstance(encoded, str):
-        raise InvalidRequestError(f"{name}: give it as a base64 string of {kind}")
+def request_record(request: GenerationRequest) -> dict[str, Any]:
+    """The request's fields as JSON values, every default resolved, and under `media` the names
+    of its media fields (whose files the job keeps): with those files, the same request on any
+    server (`request_from_record`), whatever that server's defaults."""
+    values = attrs.asdict(request, recurse=False)
+    record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
+    if request.sample_timesteps is not None:
+        record["sample_timesteps"] = list(request.sample_timesteps)
+    media = [name for name in MEDIA_FIELDS.values() if values[name] is not None]
+    return {"prompt": request.prompt, **record, "media": media}
+
+
+def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
+    """The request `request_record` recorded, with its media (file bytes by request field)."""
+    fields = {name: value for name, value in record.items() if name != "media"}
+    return config.request(fields.pop("prompt"), **fields, **decoded_media(media, fields["num_frames"]))
+
+
+def decoded_media(media: Mapping[str, bytes], num_frames: Any) -> dict[str, Any]:
+    """Request fields (`image`, `last_image`, `video`) from their files' bytes; a video's first
+    `num_frames` frames."""
+    decoded: dict[str, Any] = {}
+    for name, data in media.items():
+        what = f"{_client_name(name)} (the request's file)"
+        if name != "video":
+            decoded[name] = decode_image(data, what)
+            continue
+        if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
+            raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
+        decoded[name] = decode_video(data, num_frames, what)
+    return decoded
+
+
+def _size_fields(size: Any) -> dict[str, int]:
+    """`size` ("WxH") as width and height."""
+    if size is None:
+        return {}
+    width, _, height = str(size).partition("x")
+    if not (isinstance(size, str) and width.isdigit() and height.isdigit()):
+        raise InvalidRequestError(f"size={size!r}: give WIDTHxHEIGHT in pixels, e.g. '832x480'")
+    return {"width": int(width), "height": int(height)}
+
+
+def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
+    """`seconds` as num_frames at `fps`."""
+    if seconds is None:
+        return {}
     try:
-        return base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise InvalidRequestError(f"{name}: not valid base64; encode the bytes of {kind} as base64") from None
+        value = float(seconds)
+    except (TypeError, ValueError):
+        value = math.nan
+    if isinstance(seconds, bool) or not 0 < value * fps < math.inf:
+        raise InvalidRequestError(f"seconds={seconds!r}: give the duration as a number of seconds > 0, e.g. '5'")
+    return {"num_frames": frames_for_seconds(value, fps)}
+
+
+def _named_by_client(message: str, given: Mapping[str, Any], used: Mapping[str, Any]) -> str:
+    """An error in the client's terms: a field it gave as `size` or `seconds` named so, and the
+    CLI's flags in the domain's fixes (`--image PATH`) named as the fields it sends instead."""
+    message = re.sub(r"(--image|--last-image|--video)( PATH)?\b", lambda flag: CLI_FLAGS[flag[1]], message)
+    for client, fields in (("size", ("width", "height")), ("seconds", ("num_frames",))):
+        if message.startswith(tuple(f"{name}=" for name in fields if name in used)):
+            return f"{client}={given[client]!r} gives {message}"
+    return message
+
+
+def _client_name(field: str) -> str:
+    return next(client for client, name in MEDIA_FIELDS.items() if name == field)

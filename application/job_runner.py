@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import attrs
 
+from wanjax.application.job_files import JobFiles
 from wanjax.application.job_queue import JobQueue
-from wanjax.application.job_requests import request_from_json
+from wanjax.application.job_requests import MEDIA_FIELDS, request_from_record, request_record, validated_request
 from wanjax.application.metrics import ServerMetrics
-from wanjax.application.outputs import write_output
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import WanjaxError
@@ -29,7 +28,9 @@ log = logging.getLogger(__name__)
 
 class JobRunner:
     """Accepts jobs (validated, recorded, queued), runs them one batch at a time on one thread,
-    writes each video atomically to `output_dir/ID.mp4`, and answers for any job ever accepted."""
+    writes each video atomically to its folder (`JobFiles`), and answers for any job ever
+    accepted and not deleted. The store hears of a job's state changes only; its progress while
+    it runs lives here."""
 
     def __init__(
         self,
@@ -40,15 +41,18 @@ class JobRunner:
         output_dir: Path,
         queue_capacity: int,
         max_batch: int,
+        model: str = "demo",
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        """`on_load_failure(error)` is called on the worker thread when the model cannot load (the
-        server should exit: no job can run); the jobs stay queued for the next start."""
+        """`model` is the served model's name, which a request may give; `on_load_failure(error)`
+        is called on the worker thread when the model cannot load (the server should exit: no job
+        can run); the jobs stay queued for the next start."""
         self._service = service
         self._config = config
         self._store = store
-        self._output_dir = Path(output_dir)
+        self.files = JobFiles(output_dir)
+        self.model = model
         self._queue = JobQueue(queue_capacity)
         self._max_batch = max_batch
         self._on_load_failure = on_load_failure
@@ -56,6 +60,8 @@ class JobRunner:
         self.load_error: BaseException | None = None
         self.metrics = ServerMetrics(lambda: len(self._queue))
         self._cancelled: set[str] = set()  # running jobs asked to stop
+        self._progress: dict[str, tuple[int, int]] = {}  # running jobs' (steps done, steps in all)
+        self._step_seconds: float | None = None  # the last step's time
         self._lock = threading.Lock()
         self._ready = threading.Event()
         self._stop = threading.Event()
@@ -65,6 +71,23 @@ class JobRunner:
     def ready(self) -> bool:
         """The model is loaded (the first job will not wait for it)."""
         return self._ready.is_set()
+
+    @property
+    def fps(self) -> int:
+        """The frame rate of every video."""
+        return self._config.sampling.fps
+
+    @property
+    def defaults(self) -> dict[str, Any]:
+        """What a request gets for the fields it leaves out."""
+        sampling = self._config.sampling
+        names = ("width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale", "negative_prompt")
+        return {name: getattr(sampling, name) for name in names}
+
+    @property
+    def step_seconds(self) -> float | None:
+        """How long the last denoising step took (None before a second step ever ran)."""
+        return self._step_seconds
 
     def start(self) -> None:
         """Re-queues what an earlier process accepted and did not finish, then loads the model and
@@ -82,37 +105,61 @@ class JobRunner:
         if self._ready.is_set():
             self._thread.join(timeout)
 
-    def submit(self, body: Any) -> Job:
-        """Validates (InvalidRequestError / ConfigError naming the field), records and queues `body`;
-        QueueFull when the queue has no room (then nothing is recorded)."""
-        request = request_from_json(body, self._config, self._service)
-        job = Job(id=uuid.uuid4().hex, body=json.dumps(body), created_at=self._clock())
-        self._queue.put(job.id, request, accept=lambda: self._store.add(job))
+    def submit(self, fields: Mapping[str, Any], media: Mapping[str, bytes] = {}) -> Job:
+        """Validates the client's `fields` and `media` (`job_requests.validated_request`: an
+        InvalidRequestError / ConfigError naming the field), keeps the media beside the job, records
+        and queues it; QueueFull when the queue has no room (then nothing is kept)."""
+        request = validated_request(fields, media, self._config, self._service, model=self.model)
+        job = Job(id=uuid.uuid4().hex, request=request_record(request), created_at=self._clock())
+        self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})
+        try:
+            self._queue.put(job.id, request, accept=lambda: self._store.add(job))
+        except BaseException:
+            self.files.remove(job.id)
+            raise
         return job
 
     def get(self, job_id: str) -> Job | None:
-        return self._store.get(job_id)
-
-    def cancel(self, job_id: str) -> Job | None:
-        """A queued job is cancelled now; a running one stops at its next step (its batch runs on
-        while it holds other jobs, its video is dropped). A finished job is returned unchanged."""
         job = self._store.get(job_id)
-        if job is None or job.status.finished:
-            return job
-        if self._queue.remove(job_id):
-            return self._finish(job, JobStatus.CANCELLED)
-        with self._lock:
-            self._cancelled.add(job_id)
-        return job
+        return None if job is None else self._live(job)
 
-    def output_path(self, job_id: str) -> Path:
-        return self._output_dir / f"{job_id}.mp4"
+    def page(self, *, after: str | None, limit: int, newest_first: bool) -> list[Job] | None:
+        """`JobStore.page`, each job with its live progress."""
+        jobs = self._store.page(after=after, limit=limit, newest_first=newest_first)
+        return None if jobs is None else [self._live(job) for job in jobs]
+
+    def delete(self, job_id: str) -> Job | None:
+        """Cancels an unfinished job (a queued one now; a running one stops at its next step, or, in
+        a batch that runs on for others, loses its video) and removes its files once it has
+        stopped: it then reads `cancelled`. A finished job is forgotten with its files. Returns the
+        job as it now is (a running one runs until its next step), a forgotten one as it was;
+        None when there is none."""
+        with self._lock:
+            job = self._store.get(job_id)
+            if job is None or job.status.finished:
+                if job is not None:
+                    self._store.remove(job_id)
+                    self.files.remove(job_id)
+                return job
+            if not self._queue.remove(job_id):
+                self._cancelled.add(job_id)
+                return job
+        return self._finish(job, JobStatus.CANCELLED)
+
+    def _live(self, job: Job) -> Job:
+        with self._lock:
+            progress = self._progress.get(job.id)
+        if progress is None or job.status is not JobStatus.RUNNING:
+            return job
+        return attrs.evolve(job, steps_done=progress[0], steps_total=progress[1])
 
     def _recover(self) -> None:
         for job in self._store.unfinished():
             try:
-                request = request_from_json(json.loads(job.body), self._config, self._service)
-            except WanjaxError as err:
+                media = self.files.read_media(job.id, job.request["media"])
+                request = request_from_record(job.request, media, self._config)
+                self._service.check([request])
+            except (WanjaxError, OSError) as err:
                 self._finish(job, JobStatus.FAILED, error=f"cannot be run by this server after its restart: {err}")
                 continue
             self._store.update(job.queued_again())
@@ -144,11 +191,11 @@ class JobRunner:
         def on_step(done: int, total: int) -> None:
             now = time.perf_counter()
             if done > 1:  # the first step's interval would hold the conditioning and compile
-                self.metrics.step(now - last_step[0])
+                self._step_seconds = now - last_step[0]
+                self.metrics.step(self._step_seconds)
             last_step[0] = now
-            for job_id, job in jobs.items():
-                jobs[job_id] = attrs.evolve(job, steps_done=done, steps_total=total)
-                self._store.update(jobs[job_id])
+            with self._lock:
+                self._progress.update({job_id: (done, total) for job_id in job_ids})
             if self._stop.is_set():
                 raise RunInterrupted
             with self._lock:
@@ -157,41 +204,49 @@ class JobRunner:
 
         try:
             result = self._service.generate_batch(requests, on_step=on_step)
-            for row, (job_id, job) in enumerate(jobs.items()):
-                if self._take_cancelled(job_id):
-                    self._finish(job, JobStatus.CANCELLED)
-                    continue
-                write_output(result.array[row : row + 1], self.output_path(job_id), self._config.sampling.fps)
-                self._finish(job, JobStatus.SUCCEEDED, output=str(self.output_path(job_id)), timings=result.trace.seconds)
+            for row, job_id in enumerate(job_ids):
+                if not self._cancel_asked(job_id):
+                    self.files.write_video(job_id, result.array[row], self.fps)
+                self._finish(jobs[job_id], JobStatus.SUCCEEDED, timings=result.trace.seconds)  # or cancelled, if asked
         except JobCancelled:
             for job_id in job_ids:
-                self._take_cancelled(job_id)
-                self._finish(self._store.get(job_id), JobStatus.CANCELLED)
+                self._finish(jobs[job_id], JobStatus.CANCELLED)
         except RunInterrupted:
             for job_id in job_ids:
-                job = self._store.get(job_id)
-                if self._take_cancelled(job_id):
-                    self._finish(job, JobStatus.CANCELLED)
+                if self._cancel_asked(job_id):
+                    self._finish(jobs[job_id], JobStatus.CANCELLED)
                 else:
-                    self._store.update(job.queued_again())
+                    self._forget_progress(job_id)
+                    self._store.update(jobs[job_id].queued_again())
         except Exception as err:  # a failed batch fails its jobs, never the server
             if not isinstance(err, WanjaxError):
                 log.exception("jobs %s failed", ", ".join(job_ids))
             for job_id in job_ids:
-                self._take_cancelled(job_id)
-                job = self._store.get(job_id)
-                if not job.status.finished:
-                    self._finish(job, JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
+                if not self._store.get(job_id).status.finished:
+                    self._finish(jobs[job_id], JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
 
-    def _take_cancelled(self, job_id: str) -> bool:
+    def _cancel_asked(self, job_id: str) -> bool:
         with self._lock:
-            if job_id in self._cancelled:
-                self._cancelled.discard(job_id)
-                return True
-            return False
+            return job_id in self._cancelled
+
+    def _forget_progress(self, job_id: str) -> tuple[int, int]:
+        with self._lock:
+            return self._progress.pop(job_id, (0, 0))
 
     def _finish(self, job: Job, status: JobStatus, **changes: Any) -> Job:
-        finished = attrs.evolve(job, status=status, finished_at=self._clock(), **changes)
-        self._store.update(finished)
+        """Records the job's end (with its last progress). A job asked to stop meanwhile ends
+        cancelled whatever `status` says, and a cancelled job's files are removed: the check and
+        the record are one step under the lock `delete` takes, so no deletion is lost."""
+        done, total = self._forget_progress(job.id)
+        with self._lock:
+            if job.id in self._cancelled:
+                self._cancelled.discard(job.id)
+                status, changes = JobStatus.CANCELLED, {}
+            if status is JobStatus.SUCCEEDED:
+                done = total
+            finished = attrs.evolve(job, status=status, finished_at=self._clock(), steps_done=done, steps_total=total, **changes)
+            self._store.update(finished)
+        if status is JobStatus.CANCELLED:
+            self.files.remove(job.id)
         self.metrics.finished(status.value, finished.finished_at - job.created_at)
         return finished

@@ -31,11 +31,13 @@ class RunInterrupted(Exception):
 
 @attrs.frozen(kw_only=True)
 class Job:
-    """One accepted request. `body` is the request as the client sent it (JSON text), enough to run
-    it again after a restart; times are seconds since the epoch; `timings` the run's phases (s)."""
+    """One accepted request. `request` is the validated request's fields (JSON values, every
+    default resolved; its media files lie beside the job's video), enough to run it again after a
+    restart; times are seconds since the epoch; `timings` the run's phases (s). The steps are
+    those of the job's last state change: a running job's live progress is its runner's."""
 
     id: str
-    body: str
+    request: dict[str, Any]
     status: JobStatus = JobStatus.QUEUED
     created_at: float
     started_at: float | None = None
@@ -43,7 +45,6 @@ class Job:
     steps_done: int = 0
     steps_total: int = 0
     error: str | None = None
-    output: str | None = None
     timings: dict[str, float] = attrs.field(factory=dict)
 
     def queued_again(self) -> Job:
@@ -51,21 +52,12 @@ class Job:
         starts again from its first step)."""
         return attrs.evolve(self, status=JobStatus.QUEUED, started_at=None, steps_done=0)
 
-    def as_json(self) -> dict[str, Any]:
-        """What the API answers about the job (the request body left out)."""
+    @property
+    def all_timings(self) -> dict[str, float]:
+        """The run's phases with the time it waited (`queued`) and its whole time (`total`)."""
         timings = dict(self.timings)
         if self.started_at is not None:
             timings["queued"] = self.started_at - self.created_at
         if self.finished_at is not None:
             timings["total"] = self.finished_at - self.created_at
-        return {
-            "id": self.id,
-            "status": self.status.value,
-            "progress": {"steps_done": self.steps_done, "steps_total": self.steps_total},
-            "created_at": self.created_at,
-            "started_at": self.started_at,
-            "finished_at": self.finished_at,
-            "timings": timings,
-            "error": self.error,
-        }
-
+        return timings

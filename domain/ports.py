@@ -116,8 +116,17 @@ class JobStore(Protocol):
         """Replaces the record of `job.id`."""
         ...
 
+    def remove(self, job_id: str) -> None:
+        """Forgets the job (deleted by its client)."""
+        ...
+
     def get(self, job_id: str) -> Job | None: ...
 
     def unfinished(self) -> Sequence[Job]:
         """Queued and running jobs, oldest first."""
+        ...
+
+    def page(self, *, after: str | None, limit: int, newest_first: bool) -> Sequence[Job] | None:
+        """Up to `limit` jobs in the order accepted (`newest_first`: reversed), those after the
+        job `after` when given; None when there is no job `after`."""
         ...

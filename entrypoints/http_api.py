@@ -1,11 +1,12 @@
-"""The HTTP API over a JobRunner (Starlette): jobs as resources under /v1/videos, and probes."""
+"""The HTTP API over a JobRunner (Starlette): the video API under /v1 (`video_api` has its wire
+format), the browser page at /, and probes."""
 
 from __future__ import annotations
 
 import asyncio
-import base64
 import hmac
-import json
+import time
+from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
@@ -16,55 +17,101 @@ from starlette.routing import Route
 from wanjax.application.job_queue import QueueFull
 from wanjax.application.job_runner import JobRunner
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.jobs import JobStatus
+from wanjax.domain.jobs import Job, JobStatus
+from wanjax.entrypoints.video_api import read_submission, video_object
 
 RETRY_AFTER_SECONDS = 5
 KEEP_ALIVE_SECONDS = 4 * RETRY_AFTER_SECONDS
 """How long an idle connection stays open: well past Retry-After, so that a client retrying after a
 429 reuses its connection instead of racing the server closing it (uvicorn's default, 5 s, equal
 to Retry-After, reset 3 of the 117 retries of a 16-client load run)."""
-PUBLIC_PATHS = ("/healthz", "/readyz")
-NOT_JSON = "the body is not JSON: send a JSON object of request fields (or multipart: request=JSON, image=FILE)"
+PAGE = Path(__file__).parent / "page"
+PAGE_FILES = {"/": ("index.html", "text/html"), "/page.js": ("page.js", "text/javascript"),
+              "/page.css": ("page.css", "text/css")}  # fmt: skip
+PUBLIC_PATHS = ("/healthz", "/readyz", *PAGE_FILES)
+"""What answers without the token: the probes, and the page (which asks for the token itself)."""
+LIST_LIMIT = 100
+CONTENT_TYPES = {"video": "video/mp4", "thumbnail": "image/webp"}
+UNPOLLED_MS = 1000
+"""The poll interval asked for before any step has been timed."""
 
 
 def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
-    """The app; with `token`, every route but the probes asks for `Authorization: Bearer TOKEN`."""
+    """The app; with `token`, every route but the probes and the page asks for
+    `Authorization: Bearer TOKEN`."""
+    started = int(time.time())
 
-    async def submit(request: Request) -> Response:
+    def video(job: Job, status_code: int = 200) -> Response:
+        step = runner.step_seconds
+        poll = UNPOLLED_MS if step is None else max(50, round(1000 * step))
+        return JSONResponse(video_object(job, model=runner.model, fps=runner.fps), status_code=status_code,
+                            headers={"openai-poll-after-ms": str(poll)})  # fmt: skip
+
+    async def create(request: Request) -> Response:
         try:
-            if request.headers.get("content-type", "").startswith("multipart/form-data"):
-                body = await _multipart_body(request)
-            else:
-                body = await request.json()
-        except ValueError as err:
-            return _error(422, str(err) if isinstance(err, InvalidRequestError) else NOT_JSON)
-        try:
-            job = await asyncio.to_thread(runner.submit, body)
+            fields, media = await read_submission(request)
+            job = await asyncio.to_thread(runner.submit, fields, media)
         except (InvalidRequestError, ConfigError) as err:
             return _error(422, str(err))
         except QueueFull as err:
-            return _error(429, f"{err}; retry later", headers={"Retry-After": str(RETRY_AFTER_SECONDS)})
-        return JSONResponse(job.as_json(), status_code=202, headers={"Location": f"/v1/videos/{job.id}"})
+            return _error(429, f"{err}; retry later", headers={"Retry-After": str(RETRY_AFTER_SECONDS)}, kind="rate_limit_error")
+        response = video(job, status_code=202)
+        response.headers["Location"] = f"/v1/videos/{job.id}"
+        return response
 
-    async def status(request: Request) -> Response:
-        job = runner.get(request.path_params["job_id"])
-        return _not_found(request) if job is None else JSONResponse(job.as_json())
+    async def listed(request: Request) -> Response:
+        query = request.query_params
+        limit, order, after = query.get("limit", "20"), query.get("order", "desc"), query.get("after")
+        if not (limit.isdigit() and 1 <= int(limit) <= LIST_LIMIT):
+            return _error(422, f"limit={limit!r}: give a whole number from 1 to {LIST_LIMIT}")
+        if order not in ("asc", "desc"):
+            return _error(422, f"order={order!r}: give asc (oldest first) or desc (newest first)")
+        jobs = runner.page(after=after, limit=int(limit) + 1, newest_first=order == "desc")
+        if jobs is None:
+            return _error(422, f"after={after!r}: no such video; give the id of a listed one (last_id)")
+        data = [video_object(job, model=runner.model, fps=runner.fps) for job in jobs[: int(limit)]]
+        return JSONResponse({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+                             "last_id": data[-1]["id"] if data else None, "has_more": len(jobs) > int(limit)})  # fmt: skip
+
+    async def retrieve(request: Request) -> Response:
+        job = runner.get(request.path_params["video_id"])
+        return _not_found(request) if job is None else video(job)
 
     async def content(request: Request) -> Response:
-        job = runner.get(request.path_params["job_id"])
+        job = runner.get(request.path_params["video_id"])
+        variant = request.query_params.get("variant", "video")
         if job is None:
             return _not_found(request)
+        if variant not in CONTENT_TYPES:
+            return _error(422, f"variant={variant!r}: wanjax makes {' and '.join(CONTENT_TYPES)}")
         if job.status is not JobStatus.SUCCEEDED:
-            return _error(409, f"job {job.id} is {job.status.value}; its video exists once it has succeeded")
-        return FileResponse(job.output, media_type="video/mp4")
+            return _error(409, f"video {job.id} is {video_object(job, model=runner.model, fps=runner.fps)['status']}; "
+                               "its content exists once it has completed")  # fmt: skip
+        path = runner.files.video(job.id) if variant == "video" else runner.files.thumbnail(job.id)
+        if not path.is_file():
+            return _error(410, f"video {job.id} completed, but its file {path} is gone from the output folder")
+        return FileResponse(path, media_type=CONTENT_TYPES[variant])
 
-    async def cancel(request: Request) -> Response:
-        job = runner.cancel(request.path_params["job_id"])
+    async def delete(request: Request) -> Response:
+        job = runner.delete(request.path_params["video_id"])
         if job is None:
             return _not_found(request)
-        if job.status.finished and job.status is not JobStatus.CANCELLED:
-            return _error(409, f"job {job.id} has already {job.status.value}; nothing to cancel")
-        return JSONResponse(job.as_json(), status_code=202 if job.status is JobStatus.RUNNING else 200)
+        return JSONResponse({"id": job.id, "object": "video.deleted", "deleted": True})
+
+    def model_object() -> dict[str, Any]:
+        return {"id": runner.model, "object": "model", "created": started, "owned_by": "wanjax", "defaults": runner.defaults}
+
+    async def models(_: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [model_object()]})
+
+    async def model(request: Request) -> Response:
+        if request.path_params["model_id"] != runner.model:
+            return _error(404, f"no model {request.path_params['model_id']!r}; this server serves {runner.model!r}")
+        return JSONResponse(model_object())
+
+    async def page(request: Request) -> Response:
+        name, media_type = PAGE_FILES[request.url.path]
+        return FileResponse(PAGE / name, media_type=media_type)
 
     async def healthz(_: Request) -> Response:
         return PlainTextResponse("ok\n")
@@ -79,10 +126,14 @@ def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
 
     app = Starlette(
         routes=[
-            Route("/v1/videos", submit, methods=["POST"]),
-            Route("/v1/videos/{job_id}", status, methods=["GET"]),
-            Route("/v1/videos/{job_id}", cancel, methods=["DELETE"]),
-            Route("/v1/videos/{job_id}/content", content, methods=["GET"]),
+            Route("/v1/videos", create, methods=["POST"]),
+            Route("/v1/videos", listed, methods=["GET"]),
+            Route("/v1/videos/{video_id}", retrieve, methods=["GET"]),
+            Route("/v1/videos/{video_id}", delete, methods=["DELETE"]),
+            Route("/v1/videos/{video_id}/content", content, methods=["GET"]),
+            Route("/v1/models", models),
+            Route("/v1/models/{model_id:path}", model),
+            *(Route(path, page) for path in PAGE_FILES),
             Route("/healthz", healthz),
             Route("/readyz", readyz),
             Route("/metrics", metrics),
@@ -94,7 +145,7 @@ def build_app(runner: JobRunner, *, token: str | None = None) -> Starlette:
 
 
 class _BearerToken:
-    """401 for a request without `Authorization: Bearer <token>` (the probes excepted)."""
+    """401 for a request without `Authorization: Bearer <token>` (PUBLIC_PATHS excepted)."""
 
     def __init__(self, app: Any, token: str) -> None:
         self._app = app
@@ -104,38 +155,19 @@ class _BearerToken:
         if scope["type"] == "http" and scope["path"] not in PUBLIC_PATHS:
             given = dict(scope["headers"]).get(b"authorization", b"")
             if not hmac.compare_digest(given, self._expected):
-                response = _error(401, "give the server's token: Authorization: Bearer TOKEN")
+                response = _error(401, "give the server's token: Authorization: Bearer TOKEN", kind="authentication_error")
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
         await self._app(scope, receive, send)
 
 
-async def _multipart_body(request: Request) -> dict[str, Any]:
-    """A multipart/form-data submission: the part `request` holds the request fields as a JSON
-    object, the file part `image` the first frame (png/jpg). The image joins the fields as base64,
-    so the job's record holds everything needed to run it again after a restart."""
-    async with request.form(max_files=1, max_fields=1) as form:
-        unknown = sorted(set(form.keys()) - {"request", "image"})
-        if unknown:
-            raise InvalidRequestError(f"{', '.join(unknown)}: unknown form part; send `request` (JSON) and `image` (file)")
-        fields, image = form.get("request"), form.get("image")
-        if not isinstance(fields, str):
-            raise InvalidRequestError("request: give the request fields as a JSON object in the form part `request`")
-        body = json.loads(fields)  # a ValueError: not JSON
-        if not isinstance(body, dict):
-            raise InvalidRequestError("request: the form part `request` must be a JSON object of request fields")
-        if image is None:
-            return body
-        if isinstance(image, str) or "image" in body:
-            raise InvalidRequestError("image: send the first frame once, as the file part `image` (png/jpg)")
-        body["image"] = base64.b64encode(await image.read()).decode()
-    return body
-
-
 def _not_found(request: Request) -> Response:
-    return _error(404, f"no job {request.path_params['job_id']} was ever accepted by this server")
+    return _error(404, f"no video {request.path_params['video_id']}: never accepted by this server, or deleted")
 
 
-def _error(status_code: int, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": message}, status_code=status_code, headers=headers)
+def _error(status_code: int, message: str, headers: dict[str, str] | None = None, *,
+           kind: str = "invalid_request_error") -> Response:  # fmt: skip
+    """The error as the OpenAI API shapes it (the SDK reads `error.message`)."""
+    body = {"error": {"message": message, "type": kind, "param": None, "code": None}}
+    return JSONResponse(body, status_code=status_code, headers=headers)

@@ -9,14 +9,15 @@ from typing import Any
 
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
-    serve = commands.add_parser("serve", help="serve the HTTP API (POST /v1/videos, ...); one process owns the model")
+    serve = commands.add_parser("serve", help="serve the video API (/v1/videos, as the openai SDK speaks it) and a browser page at /; "
+                                   "one process owns the model")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, the defaults of every request; repeatable")  # fmt: skip
     serve.add_argument("--output-dir", type=Path, default=Path("wanjax-server"),
-                       help="where the videos (ID.mp4) and the job records (jobs.sqlite) go")  # fmt: skip
+                       help="where each job's folder (ID/: its video and media) and the job records (jobs.sqlite) go")  # fmt: skip
     serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
                        help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open)")  # fmt: skip
     serve.add_argument("--queue-size", type=int, default=64, help="jobs waiting at most; more are refused with 429")
@@ -59,6 +60,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         output_dir=output_dir,
         queue_capacity=args.queue_size,
         max_batch=args.max_batch,
+        model=args.model or config.model.location,
         on_load_failure=stop_serving,
     )
     app = build_app(runner, token=args.token)

@@ -16,6 +16,17 @@ def read_image(path: Path) -> np.ndarray:
     return _decoded(path, f"image {path}")
 
 
+def write_image(pixels: np.ndarray, path: Path) -> None:
+    """RGB pixels [H, W, 3] uint8 to `path` (its suffix names the format: .png, .jpg, .webp),
+    written atomically."""
+    from PIL import Image
+
+    from wanjax.adapters.media.atomic import atomic_path
+
+    with atomic_path(path) as temporary:
+        Image.fromarray(pixels).save(temporary, format=Image.registered_extensions()[path.suffix.lower()])
+
+
 def decode_image(data: bytes, what: str) -> np.ndarray:
     """`read_image` of a file's bytes (`what` names them in errors, e.g. the request field)."""
     return _decoded(io.BytesIO(data), what)

@@ -48,7 +48,7 @@ def main() -> None:
     while len(finished) < len(accepted):
         for job_id in set(accepted) - set(finished):
             job = client.get(f"/v1/videos/{job_id}").json()
-            if job["status"] in ("succeeded", "failed", "cancelled"):
+            if job["status"] in ("completed", "failed"):
                 finished[job_id] = job
         time.sleep(0.2)
     elapsed = time.perf_counter() - start

@@ -1,9 +1,11 @@
-"""The HTTP API's request parsing, in-process (Starlette's test client) over a runner that is not
-started: JSON and multipart submissions, and the errors for bodies that are neither."""
+"""The video API in-process (Starlette's test client) over a runner on fake model components:
+submissions shaped as the openai SDK sends them (multipart, extras as text fields) or as JSON,
+the video object, listing, deletion, and the errors for what cannot run."""
 
 import base64
 import io
-import json
+import sqlite3
+import time
 
 import numpy as np
 import pytest
@@ -12,25 +14,29 @@ from PIL import Image
 from starlette.testclient import TestClient
 
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
+from wanjax.application.job_requests import request_record
 from wanjax.application.job_runner import JobRunner
-from wanjax.domain.config import GenerationConfig
 from wanjax.domain.conditioning import ImageConditioning
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.jobs import Job, JobStatus
 from wanjax.entrypoints.http_api import build_app
+from wanjax.entrypoints.video_api import video_object
 
 CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
 
 
 @pytest.fixture
 def runner(tmp_path):
-    """An image-to-video model that also runs without an image (as TI2V does)."""
+    """An image-to-video model that also runs without an image (as TI2V does); not started (jobs
+    stay queued) unless a test starts it."""
     service = fake_service(FakeDenoiser, image_conditioning=ImageConditioning.FIRST_FRAME)
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
-    return JobRunner(service, CONFIG, store, output_dir=tmp_path, queue_capacity=4, max_batch=1)
+    return JobRunner(service, CONFIG, store, output_dir=tmp_path, queue_capacity=4, max_batch=1, model="wan-test")
 
 
 @pytest.fixture
 def client(runner):
-    return TestClient(build_app(runner))
+    return TestClient(build_app(runner, token="s3cret"), headers={"Authorization": "Bearer s3cret"})
 
 
 def _png() -> bytes:
@@ -39,47 +45,129 @@ def _png() -> bytes:
     return buffer.getvalue()
 
 
-def _multipart(**parts) -> dict:
-    """A multipart/form-data body: str values as fields, bytes as file parts."""
-    boundary, chunks = "wanjax-test-boundary", []
-    for name, value in parts.items():
-        if isinstance(value, bytes):
-            head, data = f'form-data; name="{name}"; filename="{name}.png"\r\nContent-Type: image/png', value
-        else:
-            head, data = f'form-data; name="{name}"', value.encode()
-        chunks.append(f"--{boundary}\r\nContent-Disposition: {head}\r\n\r\n".encode() + data + b"\r\n")
-    content = b"".join(chunks) + f"--{boundary}--\r\n".encode()
-    return {"content": content, "headers": {"content-type": f"multipart/form-data; boundary={boundary}"}}
+def _form(client, fields, files=None):
+    """A multipart POST as the SDK makes it: every field as text, a list as `name[]` once per item;
+    `files` by field, each (filename, bytes)."""
+    parts = [(f'name="{name}[]"' if isinstance(value, list) else f'name="{name}"', str(item).encode())
+             for name, value in fields.items() for item in (value if isinstance(value, list) else [value])]  # fmt: skip
+    parts += [(f'name="{name}"; filename="{filename}"', data) for name, (filename, data) in (files or {}).items()]
+    boundary = "wanjax-test-boundary"
+    content = b"".join(f"--{boundary}\r\nContent-Disposition: form-data; {head}\r\n\r\n".encode() + data + b"\r\n"
+                       for head, data in parts) + f"--{boundary}--\r\n".encode()  # fmt: skip
+    return client.post("/v1/videos", content=content, headers={"content-type": f"multipart/form-data; boundary={boundary}"})
 
 
-def test_a_multipart_image_is_kept_with_the_job_as_its_json_form(client, runner):
-    fields = {"prompt": "a cat", "seed": 7}
-    response = client.post("/v1/videos", **_multipart(request=json.dumps(fields), image=_png()))
-    assert response.status_code == 202 and response.json()["status"] == "queued"
-    body = json.loads(runner.get(response.json()["id"]).body)
-    assert body == {**fields, "image": base64.b64encode(_png()).decode()}
+def test_an_sdk_shaped_submission_is_validated_once_and_kept_with_its_image_as_a_file(client, runner, tmp_path):
+    fields = {"prompt": "a cat", "model": "wan-test", "seconds": "1", "size": "112x48", "seed": 7,
+              "guidance_scale": 4.5, "sample_timesteps": [1000, 500]}  # fmt: skip
+    response = _form(client, fields, files={"input_reference": ("cat.png", _png())})
+    assert response.status_code == 202, response.text
+    video = response.json()
+    assert {k: video[k] for k in ("object", "model", "status", "progress", "size", "seconds", "prompt", "error")} == {
+        "object": "video", "model": "wan-test", "status": "queued", "progress": 0, "size": "112x48",
+        "seconds": "1.06", "prompt": "a cat", "error": None}  # fmt: skip
+    assert isinstance(video["created_at"], int) and int(response.headers["openai-poll-after-ms"]) > 0
+    assert response.headers["Location"] == f"/v1/videos/{video['id']}"
+    request = runner.get(video["id"]).request
+    assert (request["seed"], request["num_frames"], request["guidance_scale"]) == (7, 17, 4.5)  # 1 s at 16 fps
+    assert request["sample_timesteps"] == [1000, 500] and request["media"] == ["image"]
+    assert (runner.files.folder(video["id"]) / "input-image").read_bytes() == _png()
+    with sqlite3.connect(tmp_path / "jobs.sqlite") as records:
+        assert base64.b64encode(_png()).decode()[:40] not in str(records.execute("SELECT * FROM jobs").fetchall())
 
 
-def test_multipart_without_an_image_and_json_with_a_base64_image_are_accepted(client):
-    assert client.post("/v1/videos", **_multipart(request=json.dumps({"prompt": "a cat"}))).status_code == 202
-    body = {"prompt": "a cat", "image": base64.b64encode(_png()).decode()}
-    assert client.post("/v1/videos", json=body).status_code == 202
+def test_a_json_body_takes_wanjax_fields_and_a_base64_first_frame(client, runner):
+    body = {"prompt": "a cat", "num_frames": 5, "width": 48, "height": 32,
+            "input_reference": "data:image/png;base64," + base64.b64encode(_png()).decode()}  # fmt: skip
+    response = client.post("/v1/videos", json=body)
+    assert response.status_code == 202 and response.json()["size"] == "48x32" and response.json()["seconds"] == "0.31"
+    assert runner.get(response.json()["id"]).request["media"] == ["image"]
 
 
 @pytest.mark.parametrize(
-    ("parts", "named"),
-    [({"request": "{not json"}, "not JSON"), ({"image": _png()}, "request"), ({"request": "[1, 2]"}, "request"),
-     ({"request": json.dumps({"prompt": "x", "image": "AAAA"}), "image": _png()}, "image"),
-     ({"request": json.dumps({"prompt": "x"}), "image": b"not an image"}, "image"),
-     ({"request": json.dumps({"prompt": "x"}), "picture": _png()}, "picture")],
+    ("fields", "files", "named"),
+    [({"prompt": "x", "size": "1280x721"}, None, "size='1280x721'"), ({"prompt": "x", "seconds": "a while"}, None, "seconds"),
+     ({"prompt": "x", "model": "sora-2"}, None, "model='sora-2'"), ({"prompt": "x", "colour": "red"}, None, "colour"),
+     ({"prompt": "x", "seed": "seven"}, None, "seed='seven'"), ({"seed": 1}, None, "prompt"),
+     ({"prompt": "x", "input_reference[image_url]": "https://x/y.png"}, None, "input_reference"),
+     ({"prompt": "x"}, {"picture": ("p.png", _png())}, "picture"),
+     ({"prompt": "x"}, {"input_reference": ("p.png", b"not an image")}, "input_reference")],
 )  # fmt: skip
-def test_a_bad_multipart_submission_is_422_naming_what_is_wrong_and_queues_nothing(client, runner, parts, named):
-    response = client.post("/v1/videos", **_multipart(**parts))
-    assert response.status_code == 422 and named in response.json()["error"]
+def test_a_bad_submission_is_422_naming_what_is_wrong_and_queues_nothing(client, runner, fields, files, named):
+    response = _form(client, fields, files)
+    assert response.status_code == 422 and named in response.json()["error"]["message"]
     assert "wanjax_queue_depth 0" in runner.metrics.text()
 
 
 @pytest.mark.parametrize("content", [b"{not json", b"[1, 2]", b'"a cat"'])
 def test_a_body_that_is_not_a_json_object_is_422(client, content):
     response = client.post("/v1/videos", content=content, headers={"content-type": "application/json"})
-    assert response.status_code == 422 and "JSON object" in response.json()["error"]
+    assert response.status_code == 422 and "JSON object" in response.json()["error"]["message"]
+
+
+def test_the_list_pages_by_cursor_newest_first_unless_asked(client):
+    ids = [client.post("/v1/videos", json={"prompt": f"job {i}"}).json()["id"] for i in range(3)]
+    first = client.get("/v1/videos", params={"limit": 2}).json()
+    assert [v["id"] for v in first["data"]] == ids[:0:-1] and first["has_more"] and first["last_id"] == ids[1]
+    rest = client.get("/v1/videos", params={"limit": 2, "after": first["last_id"]}).json()
+    assert [v["id"] for v in rest["data"]] == ids[:1] and not rest["has_more"]
+    assert [v["id"] for v in client.get("/v1/videos", params={"order": "asc"}).json()["data"]] == ids
+    for query, named in [({"limit": 0}, "limit"), ({"order": "up"}, "order"), ({"after": "nope"}, "after")]:
+        response = client.get("/v1/videos", params=query)
+        assert response.status_code == 422 and named in response.json()["error"]["message"]
+
+
+def test_delete_cancels_a_queued_job_and_a_second_delete_forgets_it(client, runner):
+    job_id = _form(client, {"prompt": "a cat"}, {"input_reference": ("cat.png", _png())}).json()["id"]
+    assert client.get(f"/v1/videos/{job_id}/content").status_code == 409
+    assert client.delete(f"/v1/videos/{job_id}").json() == {"id": job_id, "object": "video.deleted", "deleted": True}
+    video = client.get(f"/v1/videos/{job_id}").json()
+    assert video["status"] == "failed" and video["error"]["code"] == "cancelled"
+    assert not runner.files.folder(job_id).exists()
+    assert client.delete(f"/v1/videos/{job_id}").status_code == 200
+    assert client.get(f"/v1/videos/{job_id}").status_code == 404 and client.delete(f"/v1/videos/{job_id}").status_code == 404
+
+
+def test_the_model_is_listed_and_the_page_needs_no_token_where_the_api_does(client, runner):
+    (model,) = client.get("/v1/models").json()["data"]
+    assert model["id"] == "wan-test" and model["defaults"]["width"] == 96
+    assert client.get("/v1/models/wan-test").json()["id"] == "wan-test"
+    bare = TestClient(build_app(runner, token="s3cret"))
+    assert bare.get("/v1/models").status_code == 401 and bare.get("/v1/videos").status_code == 401
+    page = bare.get("/")
+    assert page.status_code == 200 and "<video" in bare.get("/page.js").text + page.text
+    assert bare.get("/page.css").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("status", "steps", "wire", "progress", "code"),
+    [(JobStatus.RUNNING, (4, 4), "in_progress", 99, None), (JobStatus.RUNNING, (1, 4), "in_progress", 25, None),
+     (JobStatus.SUCCEEDED, (4, 4), "completed", 100, None), (JobStatus.CANCELLED, (2, 4), "failed", 50, "cancelled"),
+     (JobStatus.FAILED, (0, 0), "failed", 0, "generation_failed")],
+)  # fmt: skip
+def test_a_jobs_state_reads_as_the_sdk_types_it(status, steps, wire, progress, code):
+    record = request_record(CONFIG.request("a cat"))
+    job = Job(id="a", request=record, status=status, created_at=10.7, finished_at=12.2 if status.finished else None,
+              steps_done=steps[0], steps_total=steps[1], error="boom" if status is JobStatus.FAILED else None)  # fmt: skip
+    video = video_object(job, model="m", fps=16)
+    assert (video["status"], video["progress"], (video["error"] or {}).get("code")) == (wire, progress, code)
+    assert (video["created_at"], video["completed_at"]) == (10, 12 if status.finished else None)
+    assert (video["seconds"], video["size"]) == ("0.56", "96x64")
+
+
+def test_a_completed_video_and_its_thumbnail_download_and_a_lost_file_is_410(runner):
+    runner.start()
+    client = TestClient(build_app(runner))
+    job_id = client.post("/v1/videos", json={"prompt": "a cat"}).json()["id"]
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/videos/{job_id}").json()["status"] != "completed":
+        assert time.monotonic() < deadline, "the job never completed"
+        time.sleep(0.01)
+    runner.stop()
+    video = client.get(f"/v1/videos/{job_id}/content")
+    thumbnail = client.get(f"/v1/videos/{job_id}/content", params={"variant": "thumbnail"})
+    assert video.headers["content-type"] == "video/mp4" and video.content == runner.files.video(job_id).read_bytes()
+    assert thumbnail.headers["content-type"] == "image/webp" and thumbnail.content[8:12] == b"WEBP"
+    assert client.get(f"/v1/videos/{job_id}/content", params={"variant": "spritesheet"}).status_code == 422
+    runner.files.video(job_id).unlink()
+    assert client.get(f"/v1/videos/{job_id}/content").status_code == 410

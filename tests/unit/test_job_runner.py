@@ -4,14 +4,18 @@ crash of the process (a store left with `running` rows)."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 import time
 
+import numpy as np
 import pytest
 from fakes import FakeDenoiser, fake_service
 
+from wanjax.adapters.media.video_files import Mp4Sink
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.job_queue import QueueFull
+from wanjax.application.job_requests import request_record
 from wanjax.application.job_runner import JobRunner
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import CheckpointError, InvalidRequestError
@@ -76,7 +80,7 @@ def test_a_job_runs_to_a_video_with_its_progress_and_timings(tmp_path, denoiser)
     job = _wait(runner, runner.submit({"prompt": "a cat", "seed": 3}).id)
     runner.stop()
     assert job.status is JobStatus.SUCCEEDED and (job.steps_done, job.steps_total) == (4, 4)
-    assert job.output == str(runner.output_path(job.id)) and runner.output_path(job.id).stat().st_size > 0
+    assert runner.files.video(job.id).stat().st_size > 0 and runner.files.thumbnail(job.id).stat().st_size > 0
     assert "denoise" in job.timings and job.error is None
 
 
@@ -115,11 +119,11 @@ def test_a_queued_job_is_cancelled_at_once_and_never_runs(tmp_path, denoiser):
     running = runner.submit({"prompt": "running"}).id
     _wait(runner, running, until=lambda job: job.status is JobStatus.RUNNING)
     queued = runner.submit({"prompt": "queued", "height": 128}).id
-    assert runner.cancel(queued).status is JobStatus.CANCELLED
+    assert runner.delete(queued).status is JobStatus.CANCELLED
     denoiser.allow()
     assert _wait(runner, running).status is JobStatus.SUCCEEDED
     runner.stop()
-    assert denoiser.batch_sizes == [1] and not runner.output_path(queued).exists()
+    assert denoiser.batch_sizes == [1] and not runner.files.video(queued).exists()
 
 
 def test_a_running_job_stops_at_its_next_step(tmp_path, denoiser):
@@ -128,12 +132,12 @@ def test_a_running_job_stops_at_its_next_step(tmp_path, denoiser):
     job_id = runner.submit({"prompt": "running"}).id
     denoiser.allow(1)
     _wait(runner, job_id, until=lambda job: job.steps_done == 1)
-    assert runner.cancel(job_id).status is JobStatus.RUNNING  # asked to stop, not stopped yet
+    assert runner.delete(job_id).status is JobStatus.RUNNING  # asked to stop, not stopped yet
     denoiser.allow(1)
     job = _wait(runner, job_id)
     runner.stop()
     assert job.status is JobStatus.CANCELLED and job.steps_done == 2
-    assert not runner.output_path(job_id).exists()
+    assert not runner.files.video(job_id).exists()
 
 
 def test_a_cancelled_job_of_a_batch_loses_its_video_and_the_others_keep_theirs(tmp_path, denoiser):
@@ -141,12 +145,12 @@ def test_a_cancelled_job_of_a_batch_loses_its_video_and_the_others_keep_theirs(t
     ids = [runner.submit({"prompt": f"job {i}", "seed": i}).id for i in range(2)]
     runner.start()
     _wait(runner, ids[0], until=lambda job: job.status is JobStatus.RUNNING)
-    runner.cancel(ids[0])
+    runner.delete(ids[0])
     denoiser.allow()
     jobs = [_wait(runner, job_id) for job_id in ids]
     runner.stop()
     assert [job.status for job in jobs] == [JobStatus.CANCELLED, JobStatus.SUCCEEDED]
-    assert denoiser.batch_sizes == [2] and not runner.output_path(ids[0]).exists()
+    assert denoiser.batch_sizes == [2] and not runner.files.video(ids[0]).exists()
 
 
 def test_stop_ends_the_running_batch_at_its_next_step_and_queues_its_jobs_again(tmp_path, denoiser):
@@ -164,7 +168,7 @@ def test_stop_ends_the_running_batch_at_its_next_step_and_queues_its_jobs_again(
     interrupted = runner.get(running)
     assert interrupted.status is JobStatus.QUEUED and interrupted.steps_done == 0 and interrupted.started_at is None
     assert runner.get(queued).status is JobStatus.QUEUED and denoiser.batch_sizes == [1]
-    assert not runner.output_path(running).exists()
+    assert not runner.files.video(running).exists()
 
     fresh = GatedDenoiser()
     restarted = _runner(tmp_path, fresh)
@@ -177,11 +181,11 @@ def test_stop_ends_the_running_batch_at_its_next_step_and_queues_its_jobs_again(
 def test_after_a_crash_running_and_queued_jobs_run_again_and_finished_ones_are_kept(tmp_path, denoiser):
     """The rows a killed process left: one running mid-way, one queued, one finished."""
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
-    body = json.dumps({"prompt": "a cat"})
-    done = Job(id="done", body=body, created_at=1.0, status=JobStatus.SUCCEEDED, finished_at=2.0, output="x.mp4")
+    record = request_record(CONFIG.request("a cat"))
+    done = Job(id="done", request=record, created_at=1.0, status=JobStatus.SUCCEEDED, finished_at=2.0)
     store.add(done)
-    store.add(Job(id="mid", body=body, created_at=3.0, status=JobStatus.RUNNING, started_at=4.0, steps_done=2))
-    store.add(Job(id="waiting", body=json.dumps({"prompt": "a dog", "height": 128}), created_at=5.0))
+    store.add(Job(id="mid", request=record, created_at=3.0, status=JobStatus.RUNNING, started_at=4.0, steps_done=2))
+    store.add(Job(id="waiting", request=request_record(CONFIG.request("a dog", height=128)), created_at=5.0))
     runner = _runner(tmp_path, denoiser)
     runner.start()
     assert runner.get("mid").status in (JobStatus.QUEUED, JobStatus.RUNNING)
@@ -189,12 +193,13 @@ def test_after_a_crash_running_and_queued_jobs_run_again_and_finished_ones_are_k
     assert [_wait(runner, job_id).status for job_id in ("mid", "waiting")] == [JobStatus.SUCCEEDED] * 2
     runner.stop()
     assert runner.get("done") == done
-    assert runner.output_path("mid").exists() and runner.output_path("waiting").exists()
+    assert runner.files.video("mid").exists() and runner.files.video("waiting").exists()
 
 
 def test_after_a_crash_a_job_this_server_cannot_run_fails_with_the_reason(tmp_path, denoiser):
     store = SqliteJobStore(tmp_path / "jobs.sqlite")
-    store.add(Job(id="odd", body=json.dumps({"prompt": "a cat", "height": 65}), created_at=1.0, status=JobStatus.RUNNING))
+    record = {**request_record(CONFIG.request("a cat")), "height": 65}  # written by a server that took 65
+    store.add(Job(id="odd", request=record, created_at=1.0, status=JobStatus.RUNNING))
     runner = _runner(tmp_path, denoiser)
     runner.start()
     job = runner.get("odd")
@@ -218,3 +223,60 @@ def test_a_model_that_cannot_load_is_reported_and_queued_jobs_stay_queued(tmp_pa
     runner.stop()
     assert runner.load_error is failures[0] and "no weights" in str(failures[0])
     assert not runner.ready and runner.get(job_id).status is JobStatus.QUEUED
+
+
+class CountingStore(SqliteJobStore):
+    """Counts the writes of each job's record."""
+
+    def __init__(self, path) -> None:
+        super().__init__(path)
+        self.updates: dict[str, int] = {}
+
+    def update(self, job: Job) -> None:
+        self.updates[job.id] = self.updates.get(job.id, 0) + 1
+        super().update(job)
+
+
+def test_progress_lives_in_memory_and_the_store_hears_of_state_changes_only(tmp_path, denoiser):
+    store = CountingStore(tmp_path / "jobs.sqlite")
+    service = fake_service(lambda: denoiser, max_sequence_length=CONFIG.text_encoder.max_sequence_length)
+    runner = JobRunner(service, CONFIG, store, output_dir=tmp_path, queue_capacity=2, max_batch=1)
+    runner.start()
+    job_id = runner.submit({"prompt": "a cat"}).id
+    denoiser.allow(2)
+    live = _wait(runner, job_id, until=lambda job: job.steps_done == 2)
+    assert (live.status, live.steps_total) == (JobStatus.RUNNING, 4) and store.get(job_id).steps_done == 0
+    denoiser.allow()
+    done = _wait(runner, job_id)
+    runner.stop()
+    assert (done.steps_done, done.steps_total) == (4, 4) and store.get(job_id) == done
+    assert store.updates[job_id] == 2  # running, then succeeded: none per step
+
+
+def test_deleting_a_finished_job_forgets_it_and_its_files(tmp_path, denoiser):
+    runner = _runner(tmp_path, denoiser)
+    runner.start()
+    denoiser.allow()
+    job = _wait(runner, runner.submit({"prompt": "a cat"}).id)
+    runner.stop()
+    assert runner.files.folder(job.id).is_dir()
+    assert runner.delete(job.id) == job
+    assert runner.get(job.id) is None and not runner.files.folder(job.id).exists() and runner.delete(job.id) is None
+
+
+def test_a_jobs_media_is_kept_as_a_file_beside_it_and_read_again_after_a_restart(tmp_path, denoiser):
+    source = tmp_path / "source.mp4"
+    Mp4Sink().write(np.full((9, 64, 96, 3), 90, np.uint8), source, fps=16)
+    runner = _runner(tmp_path, denoiser)  # never started: the process ends with the job queued
+    job = runner.submit({"prompt": "a cat", "strength": 0.5}, {"video": source.read_bytes()})
+    assert (runner.files.folder(job.id) / "input-video").read_bytes() == source.read_bytes()
+    with sqlite3.connect(tmp_path / "jobs.sqlite") as records:
+        (request,) = records.execute("SELECT request FROM jobs").fetchone()
+    assert json.loads(request)["media"] == ["video"] and len(request) < 1000  # the file's bytes are not in it
+
+    restarted = _runner(tmp_path, denoiser)
+    restarted.start()
+    denoiser.allow()
+    assert _wait(restarted, job.id).status is JobStatus.SUCCEEDED
+    restarted.stop()
+    assert denoiser.batch_sizes == [1] and denoiser.plans[0].num_steps == 2  # strength 0.5 of 4 steps

@@ -1,0 +1,54 @@
+"""Each server job's files, in its own folder under the output folder: the media its client sent
+(kept so that a restart can run the job again), its video and the video's thumbnail."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from wanjax.adapters.media.atomic import atomic_path
+from wanjax.adapters.media.images import write_image
+from wanjax.application.outputs import write_output
+
+VIDEO = "video.mp4"
+THUMBNAIL = "thumbnail.webp"
+
+
+class JobFiles:
+    """`root/ID/`: `input-image`, `input-last_image`, `input-video` (the client's files as sent),
+    `video.mp4` and `thumbnail.webp` (its first frame). Every file is written atomically."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+
+    def folder(self, job_id: str) -> Path:
+        return self.root / job_id
+
+    def video(self, job_id: str) -> Path:
+        return self.folder(job_id) / VIDEO
+
+    def thumbnail(self, job_id: str) -> Path:
+        return self.folder(job_id) / THUMBNAIL
+
+    def write_media(self, job_id: str, media: Mapping[str, bytes]) -> None:
+        """The client's media, by request field (`image`, `last_image`, `video`)."""
+        for name, data in media.items():
+            with atomic_path(self._media(job_id, name)) as temporary:
+                temporary.write_bytes(data)
+
+    def read_media(self, job_id: str, names: Iterable[str]) -> dict[str, bytes]:
+        return {name: self._media(job_id, name).read_bytes() for name in names}
+
+    def write_video(self, job_id: str, frames: np.ndarray, fps: int) -> None:
+        """The video (uint8 frames [F, H, W, 3]) and its thumbnail."""
+        write_output(frames[None], self.video(job_id), fps)
+        write_image(frames[0], self.thumbnail(job_id))
+
+    def remove(self, job_id: str) -> None:
+        shutil.rmtree(self.folder(job_id), ignore_errors=True)
+
+    def _media(self, job_id: str, name: str) -> Path:
+        return self.folder(job_id) / f"input-{name}"

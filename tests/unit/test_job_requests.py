@@ -1,0 +1,94 @@
+"""A client's video request -> a validated GenerationRequest: the video API's fields (seconds,
+size, model, input_reference) and wanjax's, media files decoded before queueing, and the record
+a job keeps (media apart), read back as the same request."""
+
+import io
+
+import numpy as np
+import pytest
+from fakes import FakeDenoiser, fake_service
+from PIL import Image
+
+from wanjax.adapters.media.video_files import Mp4Sink
+from wanjax.application.job_requests import frames_for_seconds, request_from_record, request_record, validated_request
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import ConfigError, InvalidRequestError
+
+CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=5, num_inference_steps=4, fps=16))
+
+
+class _Checks:
+    def check(self, requests):
+        self.checked = requests
+
+
+def _png(value: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((8, 8, 3), value, np.uint8)).save(buffer, format="png")
+    return buffer.getvalue()
+
+
+def _request(fields, media=None, config=CONFIG):
+    return validated_request({"prompt": "a fox", **fields}, media or {}, config, _Checks(), model="demo")
+
+
+@pytest.mark.parametrize(("seconds", "fps", "frames"), [(5, 16, 81), (4, 16, 65), (5, 24, 121), (0.01, 16, 1), (0.3, 16, 5)])
+def test_seconds_become_the_nearest_4k_plus_1_frames_at_the_models_rate(seconds, fps, frames):
+    assert frames_for_seconds(seconds, fps) == frames
+
+
+def test_the_video_api_fields_become_request_fields_and_wanjax_fields_win():
+    request = _request({"seconds": "4", "size": "96x64", "model": "demo"})
+    assert (request.num_frames, request.width, request.height) == (65, 96, 64)
+    request = _request({"seconds": "4", "size": "96x64", "num_frames": 9, "width": 112})
+    assert (request.num_frames, request.width, request.height) == (9, 112, 64)
+
+
+def test_first_and_last_frames_and_a_video_are_decoded(tmp_path):
+    request = _request({}, {"input_reference": _png(10), "last_image": _png(200)})
+    assert request.image[0, 0, 0] == 10 and request.last_image[0, 0, 0] == 200
+
+    Mp4Sink().write(np.full((7, 32, 48, 3), 128, np.uint8), tmp_path / "source.mp4", fps=16)
+    request = _request({"strength": 0.5}, {"video": (tmp_path / "source.mp4").read_bytes()})
+    assert request.video.shape == (5, 32, 48, 3) and request.strength == 0.5
+
+
+def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
+    request = _request({"seed": 9, "sample_timesteps": [1000, 500], "guidance_scale": 3.5}, {"input_reference": _png(7)})
+    record = request_record(request)
+    assert record["media"] == ["image"] and "image" not in record and record["num_frames"] == 5
+    other = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=9, num_inference_steps=8, seed=1))
+    again = request_from_record(record, {"image": _png(7)}, other)
+    assert again == request and np.array_equal(again.image, request.image)
+
+
+@pytest.mark.parametrize(
+    ("fields", "media", "message"),
+    [
+        ({"size": "big"}, {}, "size='big': give WIDTHxHEIGHT"),
+        ({"size": "50x32"}, {}, "size='50x32' gives width=50: must be a multiple of 16"),
+        ({"seconds": "soon"}, {}, "seconds='soon': give the duration as a number of seconds"),
+        ({"seconds": -1}, {}, "seconds=-1"),
+        ({"seconds": "1e308"}, {}, "seconds='1e308'"),
+        ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
+        ({"image": "AAAA"}, {}, "image: send the first frame as the file `input_reference`"),
+        ({"cache": "magcache"}, {}, "cache: set by the server"),
+        ({"vace": {}}, {}, "vace: VACE inputs are taken by `wanjax generate` only"),
+        ({}, {"last_image": b"not a png"}, "last_image .* is not"),
+        ({}, {"video": b"not a video"}, "video .* is not a readable video file"),
+    ],
+)
+def test_bad_fields_name_the_field_as_the_client_gave_it(fields, media, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        _request(fields, media)
+
+
+def test_the_models_refusal_names_the_clients_field_not_the_cli_flag():
+    with pytest.raises(InvalidRequestError, match="takes no image; drop input_reference or use") as refused:
+        validated_request({"prompt": "a fox"}, {"input_reference": _png(1)}, CONFIG, fake_service(FakeDenoiser), model="demo")
+    assert "--" not in str(refused.value)
+
+
+def test_an_unknown_field_is_named():
+    with pytest.raises(ConfigError, match="colour"):
+        _request({"colour": "red"})
