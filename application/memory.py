@@ -53,6 +53,8 @@ class MemoryPlanner:
             latent_frames=geometry.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
+            vae_encode_frames=request.num_frames if _encodes(request) else 0,
+            vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
@@ -61,6 +63,12 @@ class MemoryPlanner:
             token_shards=mesh.context,
             devices=mesh.num_devices,
         )
+
+
+def _encodes(request: GenerationRequest) -> bool:
+    """Whether the VAE encodes a video of the request's frames first (an image or two placed in one,
+    a source video, VACE's control video)."""
+    return any(x is not None for x in (request.image, request.last_image, request.video, request.vace))
 
 
 def planned_on_this_device(work: Workload) -> MemoryPlan:

@@ -7,18 +7,22 @@ checkpoint's headers (or the architecture, for `wanjax bench`).
 
 Resident through the run: the transformer weights (every expert), the VAE weights, the
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
-runtime baseline. On top of them, the larger of two transients: one denoising step's
-activations, or the VAE decode's.
+runtime baseline. On top of them, the largest transient: one denoising step's activations,
+the VAE decode's, or the VAE encode's (where the request encodes a video or an image first).
 
 The activation coefficients are XLA's own buffer assignment on CPU, fitted over the 1.3B,
 5B and 14B architectures at 4680 and 9360 tokens (`compiled.memory_analysis()`, fp32,
 scanned layers, blockwise attention; each term within 8% of it): per token and row, 38
 bytes per unit of model width and 3.3 per unit of FFN width; plus the attention's live
-logits. XLA's buffer assignment is an upper bound on what a run touches: the VAE decode's
-coefficient (60 bytes per decoder channel and output pixel of a chunk, flat in frame count)
-and the CPU baseline are fitted to the peak resident memory of demo-model runs
-(tests/integration/test_memory_plan.py), where the buffer assignment says about twice as
-much (Wan 2.1 VAE at 832x480: 4.2 GiB planned, 6.9 GiB assigned).
+logits. The CPU baseline is fitted to the peak resident memory of demo-model runs
+(tests/integration/test_memory_plan.py).
+
+The VAE's transients are counted in its caches: each causal 3-frame convolution carries its
+input's last two frames from one temporal chunk to the next, all of them held together (3.5
+GiB at 832x480 for the Wan 2.1 decoder), and a chunk's activations are in proportion to the
+same widths. Their multiples are XLA's buffer assignment of the published Wan 2.1 and 2.2 VAEs
+at 832x480 and 1280x704 (tests/unit/test_vae_memory_plan.py), times the resident memory XLA:CPU
+holds over its assignment (runtime workspaces: measured 1.33-1.37x on the Wan 2.1 decode).
 """
 
 from __future__ import annotations
@@ -37,7 +41,14 @@ STEP_BYTES_PER_WIDTH = 38.0  # per token, row and unit of inner_dim
 STEP_BYTES_PER_FFN_WIDTH = 3.3  # per token, row and unit of ffn_dim
 LOGIT_COPIES = 3  # logits, their exponentials and the probabilities cast for PV
 CPU_BF16_UPCAST = 1.6  # XLA's CPU dots run bf16 in fp32: fp32 copies of ~1.6 layers' weights
-VAE_DECODE_BYTES_PER_CHANNEL_PIXEL = 60  # fp32, one latent frame (4 video frames) per chunk
+VAE_CONTEXT_FRAMES = 2  # frames of its input a causal 3-frame convolution carries to the next chunk
+# The decode's transient in multiples of its caches, held + per_frame x chunk (latent frames): XLA:CPU's
+# buffer assignment of both published VAEs, both convolution forms, chunks 1 and 2, within 15% of each
+VAE_DECODE_CACHE_MULTIPLES = (1.37, 0.785)
+VAE_ENCODE_CACHE_MULTIPLE = 3.5  # the same for the encode, per 4 pixel frames of a scanned chunk
+VAE_ENCODE_UNROLLED_MULTIPLES = (3.6, 1.8)  # unrolled: held + per chunk of 4 pixel frames
+# Resident over XLA's assignment: 1.33 (Wan 2.1 VAE decode, 240x416x9) and 1.37 (832x480x5) measured
+VAE_DECODE_RESIDENT = 1.35
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.
 TEXT_ENCODER_RUNTIME = 480 * 2**20
@@ -53,7 +64,8 @@ class Workload:
     (block_q, block_k); weight_shards / row_shards / token_shards: how a mesh divides the
     weights (fsdp x tensor), rows (data x fsdp) and tokens (context), and devices its size
     (the VAE decode splits frames spatially over all of them); vae: None when no VAE
-    runs (`wanjax bench` without --vae); pixels: height x width of the video.
+    runs (`wanjax bench` without --vae); pixels: height x width of the video;
+    vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video).
     """
 
     transformer: TransformerSpec
@@ -74,6 +86,8 @@ class Workload:
     latent_frames: int = 1
     pixels: int = 0
     vae_tile: int | None = None
+    vae_encode_frames: int = 0
+    vae_encode_chunk: int | None = 4
     text_encoder_parameters: int = 0
     text_encoder_dtype: str = "float32"
     text_encoder_backend: str = "torch"
@@ -142,9 +156,15 @@ def plan_memory(work: Workload, *, platform: str, available: int | None) -> Memo
         parts.append(("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]))
         if not on_device:
             parts.append(("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME))  # unless the prompts are cached
-    step = _step_activations(work, platform)
-    decode = _vae_decode(work) if work.vae is not None else 0
-    parts.append(("denoising step activations", step) if step >= decode else ("VAE decode activations", decode))
+    transients = [("denoising step activations", _step_activations(work, platform))]
+    if work.vae is not None:
+        transients.append(("VAE decode activations", _vae_decode(work)))
+        if work.vae_encode_frames:
+            encode = vae_encode_bytes(
+                work.vae, work.pixels, work.vae_encode_frames, work.vae_encode_chunk, work.vae_tile, dtype=work.vae_dtype
+            )  # fmt: skip
+            transients.append(("VAE encode activations", encode))
+    parts.append(max(transients, key=lambda part: part[1]))
     parts.append(("runtime baseline", RUNTIME_BASELINE.get(platform, GIB)))
     return MemoryPlan(tuple(parts), available, platform)
 
@@ -188,21 +208,72 @@ def _step_activations(work: Workload, platform: str) -> int:
 
 
 def _vae_decode(work: Workload) -> int:
-    """The decode's transient: a chunk's feature maps at every resolution (a tile's with tiling)."""
     assert work.vae is not None
-    pixels = min(work.pixels, work.vae_tile**2) if work.vae_tile else work.pixels
-    chunk = work.latent_frames if work.vae_decode_chunk is None else min(work.vae_decode_chunk, work.latent_frames)
-    scale = DTYPE_BYTES[work.vae_dtype] / 4
-    per_device = pixels * chunk * scale / work.devices
-    return int(VAE_DECODE_BYTES_PER_CHANNEL_PIXEL * vae_decoder_channels_per_pixel(work.vae) * per_device)
+    return vae_decode_bytes(
+        work.vae, work.pixels, work.latent_frames, work.vae_decode_chunk, work.vae_tile,
+        dtype=work.vae_dtype, devices=work.devices,
+    )  # fmt: skip
 
 
-def vae_decoder_channels_per_pixel(vae: VaeSpec) -> float:
-    """The decoder's feature channels per output pixel, summed over its resolutions: level l (0 at
-    the decoder's top) has decoder_dim * dim_mult[l] channels on 4**-l of the pixels, and the
-    patch (Wan 2.2) folds patch**2 pixels into one. Wan 2.1's VAE: 96 + 48 + 24 + 6 = 174."""
-    levels = sum(vae.decoder_dim * mult / 4**level for level, mult in enumerate(vae.dim_mult))
-    return levels / vae.patch**2
+def vae_decode_bytes(
+    vae: VaeSpec, pixels: int, latent_frames: int, chunk: int | None, tile: int | None,
+    *, dtype: str = "float32", devices: int = 1,
+) -> int:  # fmt: skip
+    """The decode's transient, resident: the caches every causal convolution carries from one
+    chunk to the next, and a chunk's activations, both in proportion to the caches (a tile's with
+    tiling; None for `chunk` unrolls every latent frame into one program, which holds them all)."""
+    pixels = min(pixels, tile**2) if tile else pixels
+    chunk = latent_frames if chunk is None else min(chunk, latent_frames)
+    channels = vae_decoder_cache_channels_per_pixel(vae)
+    caches = VAE_CONTEXT_FRAMES * channels * pixels * DTYPE_BYTES[dtype] / devices
+    held, per_frame = VAE_DECODE_CACHE_MULTIPLES
+    return int(VAE_DECODE_RESIDENT * (held + per_frame * chunk) * caches)
+
+
+def vae_decoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
+    """Channels per output pixel of the inputs the decoder's causal 3-frame convolutions cache (each
+    carries its input's last 2 frames): conv_in and the middle block's four at the latents'
+    resolution, each level's residual blocks (two each) and temporal upsample, conv_out at the top.
+    Level l (0 the coarsest) runs on 4**(l + 1 - levels) of the (patch) pixels. The Wan 2.1 VAE:
+    1182, mostly the top level's seven 96-channel convolutions; the Wan 2.2 VAE: 892."""
+    dims = [vae.decoder_dim * m for m in (vae.dim_mult[-1], *vae.dim_mult[::-1])]
+    levels = len(vae.dim_mult)
+    temporal = (*vae.temperal_downsample[::-1], False)
+    total = (vae.z_dim + 4 * dims[0]) / 4 ** (levels - 1)
+    for level, (i, o) in enumerate(zip(dims[:-1], dims[1:])):
+        i = i // 2 if level > 0 and not vae.is_residual else i  # Wan 2.1: the upsample halved it
+        cached = i + o + 2 * o * vae.num_res_blocks + o * temporal[level]
+        total += cached / 4 ** (levels - 1 - level)
+    return (total + dims[-1]) / vae.patch**2
+
+
+def vae_encode_bytes(
+    vae: VaeSpec, pixels: int, frames: int, chunk: int | None, tile: int | None, *, dtype: str = "float32"
+) -> int:
+    """The encode's transient, resident, in proportion to the encoder's caches: per 4 pixel frames of
+    a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled into one program."""
+    pixels = min(pixels, tile**2) if tile else pixels
+    caches = VAE_CONTEXT_FRAMES * vae_encoder_cache_channels_per_pixel(vae) * pixels * DTYPE_BYTES[dtype]
+    if chunk is None:
+        held, per_chunk = VAE_ENCODE_UNROLLED_MULTIPLES
+        multiple = held + per_chunk * math.ceil((frames - 1) / 4)
+    else:
+        multiple = VAE_ENCODE_CACHE_MULTIPLE * max(chunk // 4, 1)
+    return int(VAE_DECODE_RESIDENT * multiple * caches)
+
+
+def vae_encoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
+    """As `vae_decoder_cache_channels_per_pixel`, for the encoder: conv_in on the (patch) pixels, each
+    level's residual blocks and the temporal downsample's one frame (half of two) at the level
+    below, the middle block's four and conv_out at the latents' resolution. The Wan 2.1 VAE: 702."""
+    dims = [vae.base_dim * m for m in (1, *vae.dim_mult)]
+    levels = len(vae.dim_mult)
+    total = vae.in_channels
+    for level, (i, o) in enumerate(zip(dims[:-1], dims[1:])):
+        total += (i + o + 2 * o * (vae.num_res_blocks - 1)) / 4**level
+        if level < levels - 1 and vae.temperal_downsample[level]:
+            total += o / 2 / 4 ** (level + 1)
+    return (total + 5 * dims[-1] / 4 ** (levels - 1)) / vae.patch**2
 
 
 def advice(plan: MemoryPlan, work: Workload) -> list[str]:
