@@ -169,9 +169,10 @@ class VaeSettings:
     )
     """Latent frames per step of the decode scan (memory flat in frame count); none = unrolled per frame."""
     encode_chunk: int | None = attrs.field(
-        default=None, validator=_optional_positive, metadata={"key": "vae_encode_chunk", "parse": int}
+        default=4, validator=_optional_positive, metadata={"key": "vae_encode_chunk", "parse": int}
     )
-    """Pixel frames (a multiple of 4) per step of the encode scan; none = unrolled."""
+    """Pixel frames (a multiple of 4) per step of the encode scan (memory flat in frame count); none =
+    unrolled, whose memory grows with the frames (XLA:CPU: 15 GiB at 832x480x9, 23 GiB at x17)."""
     convolution: str = attrs.field(
         default=AUTO, validator=_one_of(VAE_CONVOLUTIONS), metadata={"key": "vae_convolution"}
     )

@@ -38,6 +38,6 @@ class VaeModels:
         self.tensors = load_file(folder / "diffusion_pytorch_model.safetensors")
 
     def load(self, **runtime: object) -> WanVAE:
-        """The VAE with `runtime`'s settings over an unrolled decode (decode_chunk None: diffusers'
-        own per-frame schedule, the reference the chunked decodes are compared with)."""
-        return load_vae(self.spec, VaeRuntime(**{"decode_chunk": None, **runtime}), self.tensors)
+        """The VAE with `runtime`'s settings over an unrolled decode and encode (decode_chunk and
+        encode_chunk None: diffusers' own schedule, the reference the chunked ones are compared with)."""
+        return load_vae(self.spec, VaeRuntime(**{"decode_chunk": None, "encode_chunk": None, **runtime}), self.tensors)
