@@ -30,6 +30,7 @@ from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import Workload, check_fits
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.specs import VaeSpec
 
 if TYPE_CHECKING:
     from wanjax.adapters.jax.bench import DenoiseTiming, DeviceInfo
@@ -71,6 +72,8 @@ class BenchPlan:
     request: GenerationRequest
     geometry: LatentGeometry
     plan: SamplingPlan  # the timed steps and one more
+    vae: bool = False
+    """Whether one VAE decode of the latents runs (and is planned) after the steps."""
 
     @property
     def dtype(self) -> str:
@@ -116,7 +119,7 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
     plan = plan_sampling(attrs.evolve(request, num_inference_steps=options.steps + 1), **experts)
     return BenchPlan(
         settings=config.resolved(default_platform()), architecture=architecture, request=request,
-        geometry=geometry, plan=plan,
+        geometry=geometry, plan=plan, vae=options.vae,
     )  # fmt: skip
 
 
@@ -141,15 +144,27 @@ def _with_layers(architecture: Architecture, layers: int | None) -> Architecture
 
 
 def bench_workload(bench: BenchPlan) -> Workload:
-    """What the timed transformer steps hold in memory (the VAE decode, with --vae, is not planned)."""
-    denoiser, architecture = bench.settings.denoiser, bench.architecture
+    """What the timed transformer steps hold in memory, and with --vae the decode after them."""
+    denoiser, architecture, vae = bench.settings.denoiser, bench.architecture, bench.settings.vae
+    request, geometry = bench.request, bench.geometry
+    decode = dict(
+        vae=architecture.vae, vae_parameters=_vae_parameters(architecture.vae), vae_dtype=vae.dtype,
+        vae_decode_chunk=vae.decode_chunk, latent_frames=geometry.frames, pixels=request.height * request.width,
+        vae_tile=vae.tile,
+    ) if bench.vae else {}  # fmt: skip
     return Workload(
         transformer=architecture.transformer, num_experts=architecture.num_experts, rows=bench.copies,
         tokens=bench.geometry.tokens(architecture.transformer.patch_size),
         text_tokens=bench.settings.text_encoder.max_sequence_length, image_tokens=architecture.image_tokens,
         weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
-        attention=denoiser.attention, kv_cache=denoiser.use_kv_cache,
+        attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, **decode,
     )  # fmt: skip
+
+
+def _vae_parameters(spec: VaeSpec) -> int:
+    from wanjax.adapters.jax.bench import vae_parameter_count
+
+    return vae_parameter_count(spec)
 
 
 def run_bench(options: BenchOptions) -> BenchResult:
@@ -160,17 +175,20 @@ def run_bench(options: BenchOptions) -> BenchResult:
     memory_plan = planned_on_this_device(work)
     check_fits(memory_plan, work)
     diffusers_device = _diffusers_device() if options.vs_diffusers else None
-    diffusers_seconds = None
+    diffusers_seconds, diffusers_decode = None, None
     if diffusers_device is not None:  # first, in its own process: its memory is gone before JAX's grows
         diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
+        diffusers_decode = _diffusers_decode(bench, diffusers_device) if options.vae else None
     from wanjax.adapters.jax import bench as jax_bench
 
     timing = _time_transformer(bench, options.profile_dir)
     memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
-    decode = None
+    decode, run_memory = None, memory
     if options.vae:
         vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.settings.vae))
         decode = jax_bench.time_decode(vae, timing.latents)
+        after = jax_bench.peak_memory()  # on CPU the decode's measurement restarted the peak: the larger
+        run_memory = attrs.evolve(after, bytes=max(memory.bytes, after.bytes))
     device = jax_bench.default_device()
     peak = _peak(device, bench.dtype)
     return BenchResult(
@@ -186,10 +204,13 @@ def run_bench(options: BenchOptions) -> BenchResult:
         flops_per_step=bench.flops_per_step,
         peak=peak,
         memory=memory,
+        run_memory=run_memory,
         planned_memory_bytes=memory_plan.peak,
         compile_seconds=timing.compile_seconds,
         vae_seconds=None if decode is None else decode.seconds,
         vae_compile_seconds=None if decode is None else decode.compile_seconds,
+        vae_memory=None if decode is None else decode.memory,
+        diffusers_vae_seconds=diffusers_decode,
         diffusers_seconds_per_step=diffusers_seconds,
         diffusers_device=diffusers_device,
     )
@@ -273,6 +294,16 @@ def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
         guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,
         steps=bench.request.num_inference_steps,
     )  # fmt: skip
+
+
+def _diffusers_decode(bench: BenchPlan, device: str) -> tuple[float, float]:
+    """diffusers' decode of latents of the run's shape (one video), untiled then tiled, each in its own process."""
+    from wanjax.adapters.torch.diffusers_bench import run_apart, time_diffusers_decode
+
+    g, vae = bench.geometry, bench.architecture.vae
+    shape = (1, g.frames, g.height, g.width, vae.z_dim)
+    untiled, tiled = (run_apart(time_diffusers_decode, vae, shape, tiled=t, device=device) for t in (False, True))
+    return untiled, tiled
 
 
 def write_bench_json(result: BenchResult, path: Path) -> None:

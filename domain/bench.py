@@ -47,10 +47,17 @@ class BenchResult:
     flops_per_step: int
     peak: Peak
     memory: MemoryPeak
+    """After the steps, before the VAE."""
+    run_memory: MemoryPeak
+    """The whole run's, the VAE decode's included."""
     planned_memory_bytes: int
     compile_seconds: float
     vae_seconds: float | None = None
     vae_compile_seconds: float | None = None
+    vae_memory: MemoryPeak | None = None
+    """What the decode itself added at its peak."""
+    diffusers_vae_seconds: tuple[float, float] | None = None
+    """diffusers' decode of the same shape: untiled, tiled."""
     diffusers_seconds_per_step: float | None = None
     diffusers_device: str | None = None
 
@@ -88,11 +95,20 @@ class BenchResult:
             "mfu": self.mfu,
             "peak_memory_bytes": self.memory.bytes,
             "peak_memory_source": self.memory.source,
+            "run_peak_memory_bytes": self.run_memory.bytes,
             "planned_peak_memory_bytes": self.planned_memory_bytes,
             "compile_seconds": self.compile_seconds,
         }
         if self.vae_seconds is not None:
             record.update(vae_seconds=self.vae_seconds, vae_compile_seconds=self.vae_compile_seconds)
+        if self.vae_memory is not None:
+            record.update(vae_peak_memory_bytes=self.vae_memory.bytes, vae_peak_memory_source=self.vae_memory.source)
+        if self.diffusers_vae_seconds is not None and self.vae_seconds is not None:
+            untiled, tiled = self.diffusers_vae_seconds
+            record.update(
+                diffusers_vae_seconds=untiled, diffusers_vae_tiled_seconds=tiled,
+                vae_speedup_over_diffusers=untiled / self.vae_seconds,
+            )  # fmt: skip
         if self.diffusers_seconds_per_step is not None:
             record.update(
                 diffusers_seconds_per_step=self.diffusers_seconds_per_step,

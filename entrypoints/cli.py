@@ -326,11 +326,18 @@ def bench_report(result: BenchResult) -> str:
         f"denoise    {result.seconds_per_step:.4f} s/step over {result.steps} steps, "
         f"{result.flops_per_step / 1e12:.4g} TFLOP/step, {result.flops_per_second / 1e12:.4g} TFLOP/s",
         f"MFU        {result.mfu:.1%} of {result.peak.flops / 1e12:.4g} TFLOP/s ({result.peak.source})",
-        f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source}); "
-        f"planned {result.planned_memory_bytes / 2**30:.2f} GiB",
+        f"memory     {result.memory.bytes / 2**30:.2f} GiB peak before the VAE ({result.memory.source}); "
+        f"{result.run_memory.bytes / 2**30:.2f} GiB the whole run's; planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
+    if result.vae_memory is not None:
+        lines.append(f"vae memory {result.vae_memory.bytes / 2**30:.2f} GiB at the decode's peak ({result.vae_memory.source})")
+    if result.diffusers_vae_seconds is not None and result.vae_seconds is not None:
+        untiled, tiled = result.diffusers_vae_seconds
+        lines.append(
+            f"diffusers  decode {untiled:.3f} s, tiled {tiled:.3f} s: wanjax's is {untiled / result.vae_seconds:.2f}x as fast"
+        )
     if result.diffusers_seconds_per_step is not None:
         lines.append(
             f"diffusers  {result.diffusers_seconds_per_step:.4f} s/step on {result.diffusers_device}: "

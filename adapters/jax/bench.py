@@ -8,12 +8,14 @@ guidance batch, guidance, solver update), compiled ahead of time by its `prepare
 
 from __future__ import annotations
 
+import ctypes
 import math
 import os
+import re
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -53,6 +55,12 @@ def random_transformer(
 def random_vae(spec: VaeSpec, runtime: VaeRuntime, seed: int = 0) -> WanVAE:
     """The VAE with random weights made on the device."""
     return _with_random_weights(nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0))), seed)
+
+
+def vae_parameter_count(spec: VaeSpec) -> int:
+    """The VAE's parameters, from its abstract shapes (nothing is made)."""
+    abstract = nnx.eval_shape(lambda: WanVAE(spec, VaeRuntime(), rngs=nnx.Rngs(0)))
+    return sum(math.prod(leaf.shape) for leaf in jax.tree.leaves(nnx.state(abstract, nnx.Param)))
 
 
 def _with_random_weights(abstract: nnx.Module, seed: int) -> nnx.Module:
@@ -126,18 +134,44 @@ def time_denoising(
 
 @attrs.frozen(kw_only=True)
 class DecodeTiming:
+    """memory: what the decode itself added at its peak (see `decode_peak`)."""
+
     compile_seconds: float
     seconds: float
+    memory: MemoryPeak
 
 
 def time_decode(vae: WanVAE, latents: jax.Array) -> DecodeTiming:
     """One decode of `latents` to uint8 frames on the host, after its compile."""
     autoencoder = JaxVideoAutoencoder(vae)
     start = time.perf_counter()
-    autoencoder.prepare(latents)
+    executable = autoencoder.prepare(latents)
     compiled = time.perf_counter()
-    autoencoder.decode_to_uint8(latents)
-    return DecodeTiming(compile_seconds=compiled - start, seconds=time.perf_counter() - compiled)
+    memory = decode_peak(lambda: autoencoder.decode_to_uint8(latents), executable)
+    return DecodeTiming(compile_seconds=compiled - start, seconds=time.perf_counter() - compiled, memory=memory)
+
+
+def decode_peak(run: Callable[[], object], executable: jax.stages.Compiled) -> MemoryPeak:
+    """Runs `run` and returns what it added at its peak: on Linux CPUs the resident high-water mark
+    over the resident memory before it (VmHWM, reset through /proc/self/clear_refs, freed heap
+    returned first; the reset also restarts the process's peak RSS); elsewhere XLA's buffer
+    assignment of `executable` (temporaries and outputs)."""
+    clear_refs = Path("/proc/self/clear_refs")
+    if jax.devices()[0].platform != "cpu" or not clear_refs.exists():
+        run()
+        analysis = executable.memory_analysis()
+        size = analysis.temp_size_in_bytes + analysis.output_size_in_bytes
+        return MemoryPeak(bytes=size, source="XLA buffer assignment (temporaries and outputs)")
+    ctypes.CDLL(None).malloc_trim(0)
+    clear_refs.write_text("5")
+    before = _status_bytes("VmRSS")
+    run()
+    return MemoryPeak(bytes=_status_bytes("VmHWM") - before, source="resident growth (VmHWM)")
+
+
+def _status_bytes(field: str) -> int:
+    """A /proc/self/status memory field, in bytes."""
+    return 1024 * int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
 
 
 @attrs.frozen(kw_only=True)

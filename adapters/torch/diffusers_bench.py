@@ -1,5 +1,6 @@
 """The reference side of `wanjax bench --vs diffusers`: diffusers' WanTransformer3DModel with random
-weights, the same architecture and shapes, timed per guided step on CUDA or the CPU.
+weights, the same architecture and shapes, timed per guided step on CUDA or the CPU; with --vae,
+also its AutoencoderKLWan's decode of latents of the same shape, untiled and tiled.
 
 The reference runs in a process of its own (`time_diffusers_steps_apart`), before JAX builds
 anything: on a GPU each framework keeps the memory it once held in its own pool, so in one
@@ -16,6 +17,7 @@ import importlib.util
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 
 import attrs
@@ -125,5 +127,32 @@ def time_diffusers_steps(
 
 def time_diffusers_steps_apart(*args: object, **kwargs: object) -> float:
     """`time_diffusers_steps` in a fresh (spawned) process, which returns all its memory on exit."""
+    return run_apart(time_diffusers_steps, *args, **kwargs)
+
+
+def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled: bool, device: str) -> float:
+    """Seconds of one `AutoencoderKLWan.decode` (random weights, float32) of random latents
+    [B, F', H', W', z_dim], with diffusers' own tiling when `tiled`; no warm-up: eager torch has no compile."""
+    from diffusers import AutoencoderKLWan
+
+    if device == "cpu":
+        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    torch.manual_seed(0)
+    with torch.device(device):
+        vae = AutoencoderKLWan(**diffusers_config(spec)).eval()
+    if tiled:
+        vae.enable_tiling()
+    batch, frames, height, width, channels = latent_shape
+    latents = torch.randn(batch, channels, frames, height, width, device=device)
+    synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    start = time.perf_counter()
+    with torch.inference_mode():
+        vae.decode(latents)
+    synchronize()
+    return time.perf_counter() - start
+
+
+def run_apart(fn: Callable[..., float], *args: object, **kwargs: object) -> float:
+    """`fn(*args, **kwargs)` in a fresh (spawned) process, which returns all its memory on exit."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(time_diffusers_steps, *args, **kwargs).result()
+        return pool.submit(fn, *args, **kwargs).result()

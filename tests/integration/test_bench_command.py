@@ -61,12 +61,16 @@ def test_real_architecture_cut_to_one_layer(tmp_path):
 def test_vae_and_diffusers_beside(tmp_path, capsys):
     record = _bench(tmp_path, "--steps", "2", "--vae", "--vs", "diffusers", *TINY)
     assert record["vae_seconds"] > 0 and record["vae_compile_seconds"] > 0
+    assert 0 < record["vae_peak_memory_bytes"] < record["run_peak_memory_bytes"]
+    assert record["run_peak_memory_bytes"] >= record["peak_memory_bytes"]
+    assert record["diffusers_vae_seconds"] > 0 and record["diffusers_vae_tiled_seconds"] > 0
+    assert record["vae_speedup_over_diffusers"] == pytest.approx(record["diffusers_vae_seconds"] / record["vae_seconds"])
     assert record["diffusers_seconds_per_step"] > 0 and record["diffusers_device"] == "cpu"
     assert record["speedup_over_diffusers"] == pytest.approx(
         record["diffusers_seconds_per_step"] / record["seconds_per_step"]
     )
     printed = capsys.readouterr().out
-    assert "diffusers" in printed and "vae decode" in printed
+    assert "diffusers" in printed and "vae decode" in printed and "at the decode's peak" in printed
 
 
 @pytest.mark.parametrize(

@@ -62,7 +62,7 @@ def test_mfu_and_json() -> None:
     result = BenchResult(
         device="gpu: x", model="demo", layers=2, shape={"height": 16}, dtype="bfloat16", weights_dtype="bfloat16", attention="xla", steps=3,
         seconds_per_step=0.5, flops_per_step=10**12, peak=Peak(flops=4e12, source="datasheet"),
-        memory=MemoryPeak(bytes=2**30, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0, diffusers_seconds_per_step=2.0,
+        memory=MemoryPeak(bytes=2**30, source="device"), run_memory=MemoryPeak(bytes=2**31, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0, diffusers_seconds_per_step=2.0,
         diffusers_device="cuda",
     )  # fmt: skip
     assert result.mfu == pytest.approx(0.5)
@@ -71,4 +71,18 @@ def test_mfu_and_json() -> None:
     assert record["mfu"] == pytest.approx(0.5) and record["peak_memory_bytes"] == 2**30
     assert record["planned_peak_memory_bytes"] == 2**29
     assert record["diffusers_seconds_per_step"] == 2.0
-    assert "vae_seconds" not in record
+    assert "vae_seconds" not in record and record["run_peak_memory_bytes"] == 2**31
+
+
+def test_json_with_the_vae_beside_diffusers() -> None:
+    result = BenchResult(
+        device="cpu: 2 cores", model="demo", layers=2, shape={"height": 16}, dtype="float32", weights_dtype="float32",
+        attention="xla", steps=1, seconds_per_step=0.5, flops_per_step=10**12, peak=Peak(flops=4e12, source="measured"),
+        memory=MemoryPeak(bytes=2**30, source="rss"), run_memory=MemoryPeak(bytes=3 * 2**30, source="rss"),
+        planned_memory_bytes=2**31, compile_seconds=1.0, vae_seconds=2.0, vae_compile_seconds=3.0,
+        vae_memory=MemoryPeak(bytes=2**31, source="VmHWM"), diffusers_vae_seconds=(3.0, 4.0),
+    )  # fmt: skip
+    record = result.as_json()
+    assert record["vae_peak_memory_bytes"] == 2**31 and record["run_peak_memory_bytes"] == 3 * 2**30
+    assert record["diffusers_vae_seconds"] == 3.0 and record["diffusers_vae_tiled_seconds"] == 4.0
+    assert record["vae_speedup_over_diffusers"] == pytest.approx(1.5)
