@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from wanjax.domain.batch import shared_request
+from wanjax.domain.batch import MEDIA_FIELDS, shared_request
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 
@@ -27,6 +27,11 @@ class JobQueue:
         self._jobs: OrderedDict[str, GenerationRequest] = OrderedDict()
         self._changed = threading.Condition()
 
+    @property
+    def full(self) -> bool:
+        with self._changed:
+            return len(self._jobs) >= self.capacity
+
     def __len__(self) -> int:
         with self._changed:
             return len(self._jobs)
@@ -44,6 +49,14 @@ class JobQueue:
     def restore(self, job_id: str, request: GenerationRequest) -> None:
         with self._changed:
             self._jobs[job_id] = request
+            self._changed.notify_all()
+
+    def requeue(self, batch: list[tuple[str, GenerationRequest]]) -> None:
+        """Puts jobs taken (a batch that could not run) back at the head of the queue, in order."""
+        with self._changed:
+            for job_id, request in reversed(batch):
+                self._jobs[job_id] = request
+                self._jobs.move_to_end(job_id, last=False)
             self._changed.notify_all()
 
     def remove(self, job_id: str) -> bool:
@@ -71,6 +84,9 @@ class JobQueue:
 
 
 def _compatible(first: GenerationRequest, other: GenerationRequest) -> bool:
+    """Whether the two can share a batch; never with media, which a queue holds as stand-ins."""
+    if any(getattr(request, name) is not None for request in (first, other) for name in MEDIA_FIELDS):
+        return False
     try:
         shared_request([first, other])
     except InvalidRequestError:
