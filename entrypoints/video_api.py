@@ -37,8 +37,9 @@ async def read_submission(request: Request) -> tuple[dict[str, Any], dict[str, b
         return await _form_submission(request)
     try:
         body = await request.json()
-    except ValueError:
-        raise InvalidRequestError("the body is neither multipart/form-data nor a JSON object of request fields") from None
+    except (ValueError, RecursionError):  # RecursionError: nested past Python's stack
+        raise InvalidRequestError("the body is neither multipart/form-data nor a JSON object of request fields "
+                                  "(nested at most a few hundred levels)") from None  # fmt: skip
     if not isinstance(body, dict):
         raise InvalidRequestError(f"the body must be a JSON object of request fields, not a {type(body).__name__}")
     media = {name: _base64(body.pop(name), name) for name in MEDIA_FIELDS if body.get(name) is not None}
@@ -71,8 +72,8 @@ def _form_value(name: str, text: str) -> Any:
         return text
     try:
         return json.loads(text)
-    except ValueError:
-        raise InvalidRequestError(f"{name}={text!r}: not a number (or JSON value)") from None
+    except (ValueError, RecursionError):
+        raise InvalidRequestError(f"{name}={text[:40]!r}: not a number (or JSON value)") from None
 
 
 def _base64(value: Any, name: str) -> bytes:
