@@ -199,6 +199,11 @@ def test_a_hostile_body_is_a_4xx_naming_the_problem_never_a_500(client, content,
     assert response.status_code == status and named in response.json()["error"]["message"]
 
 
+def test_a_form_past_starlettes_limits_is_a_422_in_the_apis_shape(client):
+    response = _form(client, {"prompt": "x", "negative_prompt": "b" * 2**21})
+    assert response.status_code == 422 and "at most 1 MiB" in response.json()["error"]["message"]
+
+
 def test_expert_switch_step_on_a_one_expert_model_is_refused_at_submission(client):
     response = client.post("/v1/videos", json={"prompt": "x", "expert_switch_step": 2})
     assert response.status_code == 422 and "this model has one transformer" in response.json()["error"]["message"]
