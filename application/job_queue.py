@@ -64,17 +64,20 @@ class JobQueue:
         with self._changed:
             return self._jobs.pop(job_id, None) is not None
 
-    def take(self, max_batch: int, timeout: float | None = None) -> list[tuple[str, GenerationRequest]]:
+    def take(
+        self, max_batch: int, timeout: float | None = None, *,
+        fits: Callable[[GenerationRequest, int], bool] = lambda request, batch: True,
+    ) -> list[tuple[str, GenerationRequest]]:  # fmt: skip
         """Waits for a job; returns it with up to `max_batch - 1` later queued jobs that can share
-        its batch (`shared_request`: they differ only in prompt, negative prompt and seed). Empty
-        when `timeout` passes first."""
+        its batch (`shared_request`: they differ only in prompt, negative prompt and seed), as many
+        as `fits(request, batch size)` allows. Empty when `timeout` passes first."""
         with self._changed:
             if not self._changed.wait_for(lambda: self._jobs, timeout):
                 return []
             head_id, head = next(iter(self._jobs.items()))
             batch = [(head_id, head)]
             for job_id, request in list(self._jobs.items())[1:]:
-                if len(batch) == max_batch:
+                if len(batch) == max_batch or not fits(head, len(batch) + 1):
                     break
                 if _compatible(head, request):
                     batch.append((job_id, request))

@@ -24,7 +24,7 @@ from wanjax.application.job_requests import (
 from wanjax.application.metrics import ServerMetrics
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import StoreError, WanjaxError
+from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
 from wanjax.domain.jobs import Job, JobCancelled, JobStatus, RunInterrupted
 from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
@@ -51,13 +51,14 @@ class JobRunner:
         max_batch: int,
         model: str = "demo",
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
-        check_memory: Callable[[GenerationRequest], object] = lambda request: None,
+        check_memory: Callable[[GenerationRequest, int], object] = lambda request, batch: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`model` is the served model's name, which a request may give; `on_load_failure(error)`
         is called on the worker thread when the model cannot load (the server should exit: no job
-        can run); the jobs stay queued for the next start. `check_memory(request)` refuses a
-        request whose memory plan does not fit (InvalidRequestError), before it is queued."""
+        can run); the jobs stay queued for the next start. `check_memory(request, batch)` refuses a
+        request whose memory plan for a batch of that size does not fit (InvalidRequestError): a
+        request alone before it is queued, and no batch grows past what fits."""
         self._service = service
         self._config = config
         self._store = store
@@ -138,7 +139,7 @@ class JobRunner:
         written (then nothing is kept)."""
         self.check_accepting()
         request = validated_request(fields, media, self._config, self._service, model=self.model,
-                                    check_memory=self._check_memory)  # fmt: skip
+                                    check_memory=lambda request: self._check_memory(request, 1))  # fmt: skip
         job = Job(id=uuid.uuid4().hex, request=request_record(request), created_at=self._clock())
         try:
             self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})
@@ -213,9 +214,16 @@ class JobRunner:
             if self.store_error is not None and not self._store_back():
                 self._stop.wait(STORE_RETRY_SECONDS)
                 continue
-            batch = self._queue.take(self._max_batch, timeout=0.2)
+            batch = self._queue.take(self._max_batch, timeout=0.2, fits=self._batch_fits)
             if batch:
                 self._run(batch)
+
+    def _batch_fits(self, request: GenerationRequest, batch: int) -> bool:
+        try:
+            self._check_memory(request, batch)
+        except InvalidRequestError:
+            return False
+        return True
 
     def _store_back(self) -> bool:
         """Whether the store can be written again (then it is no longer reported)."""

@@ -27,11 +27,11 @@ class MemoryPlanner:
         """The plan; an InvalidRequestError with the plan and what would make it fit where it does not."""
         return self._checked(request, batch, device_available())
 
-    def checker(self) -> Callable[[GenerationRequest], MemoryPlan]:
-        """`check` of one request against the device's free memory as it is now, measured once: a
+    def checker(self) -> Callable[[GenerationRequest, int], MemoryPlan]:
+        """`check(request, batch)` against the device's free memory as it is now, measured once: a
         server measures before its model loads, since each plan counts the weights themselves."""
         available = device_available()
-        return lambda request: self._checked(request, 1, available)
+        return lambda request, batch: self._checked(request, batch, available)
 
     def _checked(self, request: GenerationRequest, batch: int, available: int | None) -> MemoryPlan:
         work = self.workload(request, batch)

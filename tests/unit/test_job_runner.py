@@ -113,6 +113,24 @@ def test_compatible_queued_jobs_run_as_one_batch_and_others_after(tmp_path, deno
     assert denoiser.batch_sizes == [1, 3, 1, 1]  # the first alone; 3 of 4 later ones; the 4th; the other size
 
 
+def test_a_batch_grows_only_as_far_as_its_memory_plan_fits_and_a_request_that_never_fits_is_refused(tmp_path, denoiser):
+    def two_at_most(request, batch):
+        if batch > 2 or request.height > 64:
+            raise InvalidRequestError(f"this request needs about 99.0 GiB (a batch of {batch}); What would make it fit")
+
+    service = fake_service(lambda: denoiser, max_sequence_length=CONFIG.text_encoder.max_sequence_length)
+    runner = JobRunner(service, CONFIG, SqliteJobStore(tmp_path / "jobs.sqlite"), output_dir=tmp_path, queue_capacity=8,
+                       max_batch=4, check_memory=two_at_most)  # fmt: skip
+    with pytest.raises(InvalidRequestError, match="99.0 GiB"):
+        runner.submit({"prompt": "too tall", "height": 128})
+    ids = [runner.submit({"prompt": f"job {i}", "seed": i}).id for i in range(4)]
+    runner.start()
+    denoiser.allow()
+    assert {_wait(runner, job_id).status for job_id in ids} == {JobStatus.SUCCEEDED}
+    runner.stop()
+    assert denoiser.batch_sizes == [2, 2]
+
+
 def test_a_queued_job_is_cancelled_at_once_and_never_runs(tmp_path, denoiser):
     runner = _runner(tmp_path, denoiser)
     runner.start()
