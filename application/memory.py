@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
@@ -24,8 +25,17 @@ class MemoryPlanner:
 
     def check(self, request: GenerationRequest, batch: int = 1) -> MemoryPlan:
         """The plan; an InvalidRequestError with the plan and what would make it fit where it does not."""
+        return self._checked(request, batch, device_available())
+
+    def checker(self) -> Callable[[GenerationRequest, int], MemoryPlan]:
+        """`check(request, batch)` against the device's free memory as it is now, measured once: a
+        server measures before its model loads, since each plan counts the weights themselves."""
+        available = device_available()
+        return lambda request, batch: self._checked(request, batch, available)
+
+    def _checked(self, request: GenerationRequest, batch: int, available: int | None) -> MemoryPlan:
         work = self.workload(request, batch)
-        plan = planned_on_this_device(work)
+        plan = plan_memory(work, platform=device_platform(), available=available)
         check_fits(plan, work)
         return plan
 
@@ -65,6 +75,16 @@ class MemoryPlanner:
 
 def planned_on_this_device(work: Workload) -> MemoryPlan:
     """`work`'s plan against the free memory of JAX's default device."""
-    from wanjax.adapters.jax.platform.device_memory import available_bytes, platform
+    return plan_memory(work, platform=device_platform(), available=device_available())
 
-    return plan_memory(work, platform=platform(), available=available_bytes())
+
+def device_platform() -> str:
+    from wanjax.adapters.jax.platform.device_memory import platform
+
+    return platform()
+
+
+def device_available() -> int | None:
+    from wanjax.adapters.jax.platform.device_memory import available_bytes
+
+    return available_bytes()

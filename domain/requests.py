@@ -17,6 +17,12 @@ from wanjax.domain.vace import VaceInputs
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
 MAX_GUIDANCE_SCALE = 100.0  # far above any published recipe; 1e30 made uniform grey, inf NaN
+MAX_INFERENCE_STEPS = 1000
+"""Steps (and few-step timesteps) at most: 20 times the published recipes' 50, one per training
+timestep; 10**8 would hold a server's worker for days, 10**12 exhausts the host's memory planning."""
+MAX_PROMPT_CHARACTERS = 20_000
+"""A prompt or negative prompt's length at most: about 40 times what the text encoder reads
+(512 tokens, roughly 2,000 characters of English), checked before anything tokenises it."""
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
@@ -43,9 +49,9 @@ def _four_k_plus_one(_: Any, attribute: attrs.Attribute, value: int) -> None:
         _fail(attribute.name, value, f"must be 4k+1 (the VAE packs 4 frames per latent); use {lower} or {lower + 4}")
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        _fail(attribute.name, value, "must be an integer >= 1")
+def _step_count(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_INFERENCE_STEPS:
+        _fail(attribute.name, value, f"must be an integer from 1 to {MAX_INFERENCE_STEPS} (published Wan recipes use 4 to 50)")
 
 
 def _guidance(_: Any, attribute: attrs.Attribute, value: float) -> None:
@@ -77,14 +83,20 @@ def _seed(_: Any, attribute: attrs.Attribute, value: int) -> None:
         _fail(attribute.name, value, f"must be an integer in [0, {MAX_SEED}]")
 
 
-def _prompt(_: Any, attribute: attrs.Attribute, value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
+def _prompt(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    _text(instance, attribute, value)
+    if not value.strip():
         _fail(attribute.name, value, "must be a non-empty text")
 
 
 def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
     if not isinstance(value, str):
         _fail(attribute.name, value, "must be a text")
+    if len(value) > MAX_PROMPT_CHARACTERS:
+        _fail(
+            attribute.name, f"<{len(value)} characters>",
+            f"must be at most {MAX_PROMPT_CHARACTERS} characters (the text encoder reads its first 512 tokens)",
+        )  # fmt: skip
 
 
 def _optional_pixels(layout: str):
@@ -123,6 +135,8 @@ def _sigma_schedule(_: Any, attribute: attrs.Attribute, value: str) -> None:
 
 
 def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
+    if isinstance(value, (list, tuple)) and len(value) > MAX_INFERENCE_STEPS:
+        _fail("sample_timesteps", f"<{len(value)} timesteps>", f"must be at most {MAX_INFERENCE_STEPS} timesteps")
     return None if value is None else checked_timesteps(value)
 
 
@@ -141,7 +155,7 @@ class GenerationRequest:
     height: int = attrs.field(validator=_multiple_of_16)
     width: int = attrs.field(validator=_multiple_of_16)
     num_frames: int = attrs.field(validator=_four_k_plus_one)
-    num_inference_steps: int = attrs.field(validator=_positive_int)
+    num_inference_steps: int = attrs.field(validator=_step_count)
     guidance_scale: float = attrs.field(validator=_guidance)
     guidance_scale_low: float | None = attrs.field(default=None, validator=_optional_guidance)
     """Guidance of the low-noise expert (Wan 2.2 A14B); None means `guidance_scale`."""

@@ -64,7 +64,7 @@ def _listing(folder: Path) -> list[str]:
         (["--height", "500"], ["height=500", "multiple of 16"]),
         (["--width", "0"], ["width=0"]),
         (["--num-frames", "80"], ["num_frames=80", "4k+1", "77 or 81"]),
-        (["--steps", "0"], ["num_inference_steps=0", ">= 1"]),
+        (["--steps", "0"], ["num_inference_steps=0", "from 1 to 1000"]),
         (["--guidance-scale", "-2"], ["guidance_scale=-2.0", ">= 0"]),
         (["--seed", "-1"], ["seed=-1"]),
         (["--dtype", "float16"], ["dtype='float16'", "float32, bfloat16"]),
