@@ -416,8 +416,18 @@ def test_a_preset_name_in_another_case_gets_a_did_you_mean(tmp_path, capsys, mod
 
 def test_a_tokenizer_folder_without_a_tokenizer_is_refused(tmp_path, capsys, demo_cache):
     model = _demo_copy(demo_cache, tmp_path)
+    (model / "tokenizer" / "tokenizer.json").unlink()  # its config names a tokenizers-backed class
+    _fails(
+        tmp_path, capsys, ["--model", str(model)],
+        f"cannot load the tokenizer from {model / 'tokenizer'}", "none of tokenizer.json, spiece.model",
+    )  # fmt: skip
+
+
+def test_a_tokenizer_folder_without_tokenizer_json_is_refused_for_the_jax_text_encoder(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
     (model / "tokenizer" / "tokenizer.json").unlink()
-    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'tokenizer'}: has none of tokenizer.json, spiece.model")
+    args = ["--model", str(model), "--set", "text_encoder_backend=jax"]
+    _fails(tmp_path, capsys, args, f"{model / 'tokenizer'} has no tokenizer.json", "text_encoder_backend=torch")
 
 
 @pytest.mark.parametrize(
