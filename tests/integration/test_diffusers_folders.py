@@ -73,6 +73,19 @@ def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys):
     assert list(tmp_path.iterdir()) == [model]
 
 
+def test_a_modular_pipeline_folder_is_refused_naming_what_to_save_instead(tmp_path, capsys):
+    from diffusers import ModularPipeline
+
+    _saved(tiny_wan_pipeline(), "tokenizer.json", tmp_path / "standard")
+    modular = ModularPipeline.from_pretrained(str(tmp_path / "standard"))
+    modular.load_components()
+    modular.save_pretrained(str(tmp_path / "modular"), overwrite_modular_index=True)
+    args = ["--model", str(tmp_path / "modular"), "--prompt", "a fox", *SMALL, "--out", str(tmp_path / "v.mp4")]
+    assert main(["generate", *args]) == 2
+    err = capsys.readouterr().err
+    assert "is a diffusers modular pipeline folder (modular_model_index.json" in err and "WanPipeline" in err
+
+
 def _saved(pipe, tokenizer_kind, folder):
     """`pipe` with a tokenizer of `tokenizer_kind`, saved by diffusers into `folder`."""
     if tokenizer_kind != "tokenizer.json":
