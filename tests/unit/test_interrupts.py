@@ -48,3 +48,24 @@ def test_a_signal_during_the_renames_does_not_interrupt_them_and_then_changes_no
     stops.check()
     stops.handle(signal.SIGTERM, None)
     stops.check()
+
+
+def test_a_signal_in_the_standard_library_is_raised_once_the_run_has_left_it():
+    import copy
+    import sys
+    import time
+
+    from wanjax.entrypoints.interrupts import signals_interrupt
+
+    class FrameOfCopy:
+        def __deepcopy__(self, memo):
+            frames.append(sys._getframe(1))  # copy.py's, as importlib's was when the import lock leaked
+            return self
+
+    frames = []
+    copy.deepcopy(FrameOfCopy())
+    with signals_interrupt() as stops:
+        stops.handle(signal.SIGINT, frames[0])  # recorded, not raised there
+        with pytest.raises(Interrupted) as stopped:
+            time.sleep(2)  # the retry lands here, in this module's frame
+    assert stopped.value.exit_status == 130
