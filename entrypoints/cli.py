@@ -121,11 +121,10 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
-        with signals_interrupt() as stops:
-            status = _run_command(args, stops)
+        with signals_interrupt() as stops:  # first: a signal before it ends the process Python's way
+            status = _run_command(build_parser().parse_args(argv), stops)
             stops.check()  # a signal whose exception something swallowed still stops the run
             return status
     except WanjaxError as err:
