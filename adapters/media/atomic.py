@@ -38,7 +38,8 @@ def atomic_paths(
 ) -> Iterator[list[Path]]:
     """`atomic_path` for several files written together: a temporary path beside each target,
     all renamed onto their targets only once the block succeeded, inside `committing()` (which
-    may refuse, or hold signals off over the renames); on any failure every temporary is removed."""
+    may refuse, or keep signals from interrupting the renames); on any failure every temporary is
+    removed."""
     targets = [Path(target) for target in targets]
     for folder in dict.fromkeys(target.parent for target in targets):
         folder.mkdir(parents=True, exist_ok=True)
