@@ -44,7 +44,8 @@ def atomic_paths(
     for folder in dict.fromkeys(target.parent for target in targets):
         folder.mkdir(parents=True, exist_ok=True)
         remove_stale_partials(folder)
-    temporaries = [target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial-{owner_tag()}") for target in targets]
+    tag = owner_tag()
+    temporaries = [target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial-{tag}") for target in targets]
     try:
         yield temporaries
         with committing():
