@@ -30,6 +30,7 @@ from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import Workload, check_fits
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.scheduling import MAX_INFERENCE_STEPS
 
 if TYPE_CHECKING:
     from wanjax.adapters.jax.bench import DenoiseTiming, DeviceInfo
@@ -97,8 +98,8 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
             f"bench --model {options.model!r}: give a preset ({', '.join(preset_names())}) "
             f"or a published repo id ({', '.join(ARCHITECTURES)})"
         )
-    if options.steps < 1:
-        raise ConfigError(f"--steps {options.steps}: must be >= 1")
+    if not 1 <= options.steps < MAX_INFERENCE_STEPS:  # the plan holds one step more
+        raise ConfigError(f"--steps {options.steps}: must be from 1 to {MAX_INFERENCE_STEPS - 1}")
     flags = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
     overrides = {**options.overrides, **flags}
     config = resolve_config(options.model, overrides, read_checkpoint=False)  # no checkpoint: random weights

@@ -96,6 +96,23 @@ def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) ->
     return CachedTextEncoder(umt5, folder, identity)
 
 
+def check_tokenizer(checkpoint: Checkpoint, settings: TextEncoderSettings) -> None:
+    """Refuses, before any weights load, a tokenizer folder that the section's backend cannot
+    build: the JAX encoder's reads tokenizer.json; the torch one's is whatever transformers'
+    `AutoTokenizer` builds."""
+    folder = checkpoint.text_encoder_files().preprocessing
+    if folder is None:
+        return
+    if settings.backend == "jax":
+        from wanjax.adapters.text.tokenizer import require_tokenizer_json
+
+        require_tokenizer_json(folder)
+        return
+    from wanjax.adapters.torch.tokenizer_files import check_auto_tokenizer
+
+    check_auto_tokenizer(folder)
+
+
 def build_image_encoder(checkpoint: Checkpoint, dtype: str) -> ImageEncoder | None:
     """The CLIP image encoder where the checkpoint has one (Wan 2.1 I2V), else None."""
     files = checkpoint.image_encoder_files()

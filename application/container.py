@@ -76,7 +76,10 @@ class Container(containers.DeclarativeContainer):
 
     vae_runtime = providers.Singleton(builders.vae_runtime, settings.provided.vae)
     autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh)
-    preflight = providers.Singleton(Preflight, settings, checkpoint, attention.provider, vae_runtime.provider)
+    tokenizer_check = providers.Callable(builders.check_tokenizer, checkpoint, settings.provided.text_encoder)
+    preflight = providers.Singleton(
+        Preflight, settings, checkpoint, attention.provider, vae_runtime.provider, tokenizer_check.provider
+    )
 
     components = providers.Singleton(
         ModelComponents,

@@ -16,6 +16,7 @@ import attrs
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
+from wanjax.domain.requests import frame_count, pixel_size
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS
 from wanjax.domain.sharding import CONTEXT_PARALLEL, MeshShape, parse_rule_overrides
 
@@ -26,6 +27,7 @@ SCHEDULER_DTYPES = ("float32", "bfloat16")
 VAE_CONVOLUTIONS = (AUTO, "3d", "frames")
 TEXT_ENCODER_BACKENDS = ("torch", "jax")
 MAX_TEXT_TOKENS = 512  # text_len of every Wan model: what their cross-attention was trained on
+MAX_FPS = 1000  # the mp4's frame rate; the Wan models make 16 (2.1) or 24 (2.2 TI2V) a second
 
 
 def flat_key(attribute: attrs.Attribute) -> str:
@@ -44,6 +46,11 @@ def _one_of(allowed: tuple[str, ...]):
 def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if value < 1:
         raise ConfigError(f"{flat_key(attribute)}={value!r}: must be >= 1")
+
+
+def _fps(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not 1 <= value <= MAX_FPS:
+        raise ConfigError(f"{flat_key(attribute)}={value!r}: must be from 1 to {MAX_FPS} frames a second")
 
 
 def _optional_positive(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
@@ -230,11 +237,13 @@ class StartupSettings:
 
 @attrs.frozen(kw_only=True)
 class SamplingDefaults:
-    """Each request's defaults; the request (domain/requests.py) validates the values it gets."""
+    """Each request's defaults; the request (domain/requests.py) validates the values it gets (the
+    size and frame count are also checked here, before input media are read at them)."""
 
-    height: int = 480
-    width: int = 832
-    num_frames: int = 81
+    height: int = attrs.field(default=480, validator=pixel_size)
+    width: int = attrs.field(default=832, validator=pixel_size)
+    num_frames: int = attrs.field(default=81, validator=frame_count)
+    """Checked here as well as in each request: input media are read at this size before any request."""
     num_inference_steps: int = 50
     guidance_scale: float = 5.0
     guidance_scale_low: float | None = attrs.field(default=None, metadata={"parse": float})
@@ -250,7 +259,7 @@ class SamplingDefaults:
     """Video-to-video: the share of the steps run on the noised source video, (0, 1]; unset: 0.8."""
     negative_prompt: str = ""
     seed: int = 0
-    fps: int = attrs.field(default=16, validator=_positive)
+    fps: int = attrs.field(default=16, validator=_fps)
 
 
 def platform_dtype(platform: str) -> str:

@@ -13,7 +13,7 @@ import numpy as np
 
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
-from wanjax.entrypoints.interrupts import Interrupted, signals_interrupt
+from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
@@ -125,11 +125,12 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
-        with signals_interrupt():
-            return _run_command(args)
+        with signals_interrupt() as stops:  # first: a signal before it ends the process Python's way
+            status = _run_command(build_parser().parse_args(argv), stops)
+            stops.check()  # a signal whose exception something swallowed still stops the run
+            return status
     except WanjaxError as err:
         print(f"wanjax: error: {err}", file=sys.stderr)
         return 2
@@ -138,21 +139,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.exit_status
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _run_command(args: argparse.Namespace, stops: Stops) -> int:
     if args.command == "presets":
         from wanjax.application.presets import preset_names
 
         print("\n".join(preset_names()))
         return 0
     if args.command == "plan":
-        return _generate(args, plan_only=True)
+        return _generate(args, stops, plan_only=True)
     if args.command == "bench":
         return _bench(args)
     if args.command == "serve":
         from wanjax.entrypoints.serve import serve
 
         return serve(args, set_overrides(args))
-    return _generate(args)
+    return _generate(args, stops)
 
 
 def set_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -229,8 +230,9 @@ def _join_process_group(args: argparse.Namespace) -> None:
         initialize(group)
 
 
-def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
-    """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed."""
+def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False) -> int:
+    """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed.
+    `stops` is asked at each step and between phases, and last when the output is renamed into place."""
     _join_process_group(args)
     from wanjax.adapters.jax.platform.distributed import is_primary
     from wanjax.application.caches import configure_compilation_cache
@@ -268,11 +270,18 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     warmup = None
     if config.startup.warmup:
         warmup = service.warmup(requests, initial_latents=latents, output_type=output_type)
+        stops.check()
     progress = StepProgress(disable=args.quiet)
+
+    def on_step(done: int, total: int) -> None:
+        stops.check()
+        progress(done, total)
+
     try:
-        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=progress)
+        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=on_step)
     finally:
         progress.close()
+    stops.check()
     if warmup is not None:  # the load happened in the warm-up; the rest of it is one line
         load = warmup.seconds.pop("load", 0.0)
         result.trace.add("load", load)
@@ -281,7 +290,8 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
         print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
         return 0
     written = output_paths(args.out, len(result.array))
-    write_output(result.array, args.out, config.sampling.fps)
+    # Once the output is in place the run is over: a signal after it no longer stops the rest.
+    write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
     if result.calibration is not None:
         written.append(calibration_path(args.out))
         dtype = container.settings().model.dtype
