@@ -17,6 +17,7 @@ from wanjax.entrypoints.interrupts import Interrupted, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
+    from wanjax.application.memory import DeviceSize
     from wanjax.domain.config import GenerationConfig
     from wanjax.domain.requests import GenerationRequest
 
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (gen, plan):
         _add_generation_arguments(sub)
+    plan.add_argument("--device-memory", metavar="SIZE",
+                      help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's first device)")
+    plan.add_argument("--host-memory", metavar="SIZE",
+                      help="the host memory to plan offloaded weights against, e.g. 128GiB (default: this machine's)")
     commands.add_parser("presets", help="list the presets")
     _add_bench_parser(commands)
     add_serve_parser(commands)
@@ -247,6 +252,7 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     config = resolve_config(args.model, set_overrides(args))
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     container = build_container(config)
+    size = _planned_size(args, container) if plan_only else None
     is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, is_vace))
     request = requests[0]
@@ -255,8 +261,15 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     latents = _read_latents(args.latents) if args.latents else None
 
     service = container.service()
-    service.check(requests)
-    plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
+    if size is None:
+        service.check(requests)
+        plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
+    else:  # another machine's: this one's devices are not checked
+        from wanjax.application.memory import MemoryPlanner
+
+        service.geometry(request)
+        planner = MemoryPlanner(container.settings(), container.checkpoint(), size)
+        plan = planner.check(request, batch=len(requests))
     if is_primary():  # the only process that writes; the others' file systems may not have the folder
         latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
         frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
@@ -297,6 +310,21 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     return 0
 
 
+def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None:
+    """`plan --device-memory/--host-memory`: the sizes to plan for, None without them. A device
+    size plans for an accelerator: on a CPU machine the config resolves as on a GPU (bfloat16)."""
+    from wanjax.application.memory import DeviceSize
+    from wanjax.domain.sizes import parse_size
+
+    if args.device_memory is None and args.host_memory is None:
+        return None
+    device = None if args.device_memory is None else parse_size(args.device_memory, what="--device-memory")
+    host = None if args.host_memory is None else parse_size(args.host_memory, what="--host-memory")
+    if device is not None and container.platform() == "cpu":
+        container.platform.override("gpu")
+    return DeviceSize(device, host)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from wanjax.application.bench import BenchOptions, run_bench, write_bench_json
 
@@ -329,6 +357,11 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source}); "
         f"planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
+    if result.offload_bytes_per_step:
+        lines.append(
+            f"offload    {result.offload}: {result.offload_bytes_per_step / 2**20:.1f} MiB of weights "
+            f"moved to the device per step"
+        )
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
     if result.diffusers_seconds_per_step is not None:

@@ -16,7 +16,9 @@ from typing import TypeVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
+from jax.sharding import SingleDeviceSharding
 
 HOST_MEMORY = "pinned_host"
 BLOCKS = "blocks"  # the top-level name of the scanned block stack in a WanTransformer's state
@@ -30,6 +32,11 @@ def in_host_memory(array: jax.Array) -> jax.Array:
     if array.sharding.memory_kind == HOST_MEMORY:
         return array
     return jax.device_put(array, array.sharding.with_memory_kind(HOST_MEMORY))
+
+
+def put_in_host_memory(array: np.ndarray) -> jax.Array:
+    """A host buffer as a JAX array in the first device's pinned host memory (one device only)."""
+    return jax.device_put(array, SingleDeviceSharding(jax.devices()[0], memory_kind=HOST_MEMORY))
 
 
 def blocks_in_host_memory(params: nnx.State) -> nnx.State:
