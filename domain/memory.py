@@ -158,7 +158,7 @@ def plan_memory(
     host_parts = ()
     if work.offload == "layers":
         per_block = blocks // (work.num_experts * work.transformer.num_layers)
-        parts = [("transformer weights (blocks offloaded)", weights - blocks + 2 * per_block)]
+        parts = [("transformer weights, 2 blocks", weights - blocks + 2 * per_block)]
         host_parts = (("transformer blocks' weights", blocks),)
     else:
         parts = [("transformer weights", weights)]

@@ -249,9 +249,16 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     )
     from wanjax.application.presets import resolve_config
 
-    config = resolve_config(args.model, set_overrides(args))
+    published = plan_only and _not_downloaded(args)  # planned from its published architecture
+    config = resolve_config(args.model, set_overrides(args), read_checkpoint=not published)
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     container = build_container(config)
+    if published:
+        from dependency_injector import providers
+
+        from wanjax.application.published import PublishedCheckpoint
+
+        container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
     size = _planned_size(args, container) if plan_only else None
     is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, is_vace))
@@ -260,16 +267,16 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
-    service = container.service()
-    if size is None:
-        service.check(requests)
-        plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
-    else:  # another machine's: this one's devices are not checked
-        from wanjax.application.memory import MemoryPlanner
+    if published or size is not None:  # no weights here, or another machine's memory: this one's devices unchecked
+        from wanjax.application.memory import DeviceSize, MemoryPlanner
 
-        service.geometry(request)
-        planner = MemoryPlanner(container.settings(), container.checkpoint(), size)
+        planner = MemoryPlanner(container.settings(), container.checkpoint(), size or DeviceSize())
         plan = planner.check(request, batch=len(requests))
+        print(f"{config.describe()}\n{plan.summary()}")
+        return 0
+    service = container.service()
+    service.check(requests)
+    plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if is_primary():  # the only process that writes; the others' file systems may not have the folder
         latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
         frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
@@ -308,6 +315,16 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
             print(f"cache_policy={request.cache.policy}: {report.steps_skipped} of {report.num_steps} steps skipped")
     print("\n".join(f"wrote {path}" for path in written))
     return 0
+
+
+def _not_downloaded(args: argparse.Namespace) -> bool:
+    """`--model` is a published model whose weights are not on this machine."""
+    from wanjax.adapters.checkpoints.locate import local_checkpoint
+    from wanjax.application.presets import resolve_config
+    from wanjax.domain.architectures import ARCHITECTURES
+
+    location = resolve_config(args.model, set_overrides(args), read_checkpoint=False).model.location
+    return location in ARCHITECTURES and local_checkpoint(location) is None
 
 
 def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None:
