@@ -191,7 +191,8 @@ def block_weights(work: Workload) -> int:
     """Every expert's base blocks' share of `_transformer_weights` (what `offload=layers` keeps in host memory;
     a VACE model's VACE blocks stay on the device)."""
     spec = work.transformer
-    one, two = (transformer_parameters(attrs.evolve(spec, num_layers=n, vace_layers=None)) for n in (1, 2))
+    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None)
+    one, two = (transformer_parameters(attrs.evolve(base, num_layers=n)) for n in (1, 2))
     block, kernels = two[0] - one[0], two[1] - one[1]  # one block: all its parameters, its matmul kernels
     fp8 = work.weights_dtype == "float8_e4m3fn"
     dtype = work.activations_dtype if fp8 else work.weights_dtype

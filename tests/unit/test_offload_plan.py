@@ -66,3 +66,10 @@ def test_sizes_parse(text, size):
 def test_bad_sizes_name_the_flag(text):
     with pytest.raises(ConfigError, match="--device-memory"):
         parse_size(text, what="--device-memory")
+
+
+def test_a_vace_model_offloads_its_base_blocks_alone():
+    vace = published_architecture("Wan-AI/Wan2.1-VACE-14B-diffusers").transformer
+    base = published_architecture("Wan-AI/Wan2.1-T2V-14B-Diffusers").transformer
+    work = attrs.evolve(A14B_720P81, transformer=vace, num_experts=1)
+    assert block_weights(work) == block_weights(attrs.evolve(work, transformer=base))
