@@ -48,7 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (gen, plan):
         _add_generation_arguments(sub)
     plan.add_argument("--device-memory", metavar="SIZE",
-                      help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's first device)")
+                      help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's device)")
     plan.add_argument("--host-memory", metavar="SIZE",
                       help="the host memory to plan offloaded weights against, e.g. 128GiB (default: this machine's)")
     commands.add_parser("presets", help="list the presets")

@@ -55,8 +55,8 @@ def random_transformer(
     model = abstract_transformer(spec, runtime)
     layout = dict(enumerate(storage_layout(model, kernel_dtype).items()))
     offloaded = {i for i, (path, _) in layout.items() if blocks_in_host_memory and path[0] == BLOCKS}
-    fill = jax.jit(lambda: {p: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (p, s) in layout.items() if i not in offloaded})
-    arrays = fill()
+    resident = {i: entry for i, entry in layout.items() if i not in offloaded}
+    arrays = jax.jit(lambda: {p: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (p, s) in resident.items()})()
     for i in offloaded:
         path, s = layout[i]
         arrays[path] = in_host_memory(jax.jit(lambda s=s, i=i: _hashed_uniform(s.shape, s.dtype, i, seed))())

@@ -4,6 +4,7 @@ model's bit for bit, and the compiled step holds about two blocks' weights on th
 
 from __future__ import annotations
 
+import attrs
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -21,14 +22,18 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.offload import HOST_MEMORY, host_bytes
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.architectures import WAN21_T2V_1_3B
+from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
 from wanjax.domain.conditioning import Conditioning
 
+STEPS = 4
 
-def _denoise(case_name: str, options: DenoiserOptions) -> np.ndarray:
+
+def _denoise(case_name: str, options: DenoiserOptions, cache: CachePlan | None = None) -> np.ndarray:
     case = CASES[case_name]
     denoiser = JaxDenoiser(case_experts(case), options)
     latents, context, negative = case_inputs()
-    plan = case_plan(case.experts, 4)
+    plan = case_plan(case.experts, STEPS)
+    plan = plan if cache is None else attrs.evolve(plan, cache=cache)
     denoiser.prepare(latents, plan, context, negative, case.conditioning)
     return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning).latents)
 
@@ -39,6 +44,28 @@ def test_streamed_blocks_give_the_resident_latents_bit_for_bit(name, scan):
     resident = DenoiserOptions(scan_diffusion_loop=scan)
     streamed = DenoiserOptions(scan_diffusion_loop=scan, stream_blocks=True)
     np.testing.assert_array_equal(_denoise(name, streamed), _denoise(name, resident))
+
+
+def _flags(*steps: int) -> np.ndarray:
+    return np.isin(np.arange(STEPS), steps)
+
+
+DENSE = CachePlan.dense(STEPS)
+CACHE_PLANS = {  # each policy's device path, on fixed schedules (the decisions are tested elsewhere)
+    "magcache": attrs.evolve(DENSE, reuse_residual=_flags(2)),
+    "cfg_cache": attrs.evolve(DENSE, cond_only=_flags(2), cfg_weights=np.tile(np.float32([1.2, 1.0]), (STEPS, 1))),
+    "teacache": attrs.evolve(DENSE, rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=_flags(0)),
+    "sencache": attrs.evolve(
+        DENSE, rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=1), force_compute=_flags(0)
+    ),
+}
+
+
+@pytest.mark.parametrize("policy", list(CACHE_PLANS))
+def test_every_cache_policy_streams_to_the_same_latents(policy):
+    cache = CACHE_PLANS[policy]
+    streamed = _denoise("t2v", DenoiserOptions(stream_blocks=True), cache)
+    np.testing.assert_array_equal(streamed, _denoise("t2v", DenoiserOptions(), cache))
 
 
 def test_without_the_kv_cache_the_cross_attention_streams_too():
@@ -75,7 +102,7 @@ def _abstract_step_footprint(stream: bool) -> tuple[int, int, int]:
     latents = jax.ShapeDtypeStruct((1, 1, 8, 8, spec.in_channels), jnp.float32)
     context = jax.ShapeDtypeStruct((2, 16, spec.text_dim), jnp.float32)
     text = jax.eval_shape(lambda p, c: nnx.merge(graphdef, p).cross_attention_kv(c), state, context)
-    plan = case_plan(1, 4)
+    plan = case_plan(1, STEPS)
     values = StepValues(plan.solver.row(0), plan.timesteps[0], plan.guidance_scales[0], np.int32(0))
     rope = abstract.rope_tables(latents.shape)
     step = Step(params, values, NO_CACHE, text, Conditioning(), rope)

@@ -73,3 +73,22 @@ def test_a_vace_model_offloads_its_base_blocks_alone():
     base = published_architecture("Wan-AI/Wan2.1-T2V-14B-Diffusers").transformer
     work = attrs.evolve(A14B_720P81, transformer=vace, num_experts=1)
     assert block_weights(work) == block_weights(attrs.evolve(work, transformer=base))
+
+
+def test_the_planner_loads_with_the_most_offload_any_checked_request_needed():
+    from wanjax.application.memory import DeviceSize, MemoryPlanner
+    from wanjax.application.presets import resolve_config
+    from wanjax.application.published import PublishedCheckpoint
+
+    config = resolve_config("wan2.2-t2v-a14b", {"offload": "auto"}, read_checkpoint=False)
+    settings = config.resolved("gpu")
+    checkpoint = PublishedCheckpoint.of(settings.model.location)
+    planner = MemoryPlanner(settings, checkpoint, DeviceSize(device=80 * GIB, host=1024 * GIB))
+    small = config.request("a fox", height=96, width=96, num_frames=5)
+    assert planner.check(small).offload == "none" and planner.offload() == "none"
+    large = config.request("a fox")  # the preset's 1280x720x81: 73 GiB resident
+    assert planner.check(large).offload == "none"  # fits 80 GiB
+    planner = MemoryPlanner(settings, checkpoint, DeviceSize(device=48 * GIB, host=1024 * GIB))
+    assert planner.check(large).offload == "layers"
+    planner.check(small)
+    assert planner.offload() == "layers"

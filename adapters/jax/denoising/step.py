@@ -96,7 +96,10 @@ class Step(NamedTuple):
     rope: RopeTables
 
     @classmethod
-    def of(cls, params: nnx.State, values: StepValues, controls: CacheControls, inputs: StepInputs, expert: int) -> Step:
+    def of(
+        cls, params: nnx.State, values: StepValues, controls: CacheControls, inputs: StepInputs, expert: int
+    ) -> Step:
+        """Expert `expert`'s step: its `params` and its share of the generation's `inputs`."""
         return cls(params, values, controls, inputs.text[expert], inputs.conditioning, inputs.rope)
 
 
@@ -195,7 +198,8 @@ def _guided_velocity(
         return conditional, unconditional, cache._replace(guidance=difference)
 
     def conditional_pass(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        conditional, cache, _ = _transformer_pass(model, _conditional_rows(step, x.shape[0]), cache, x_in, t[: x.shape[0]])
+        rows = x.shape[0]
+        conditional, cache, _ = _transformer_pass(model, _conditional_rows(step, rows), cache, x_in, t[:rows])
         weights = step.controls.steps.cfg_weights
         return conditional, estimate_unconditional(conditional, cache.guidance.difference, weights), cache
 
@@ -206,7 +210,8 @@ def _guided_velocity(
 
 def _conditional_rows(step: Step, rows: int) -> Step:
     """The step on the first `rows` (conditional) rows of its text and image inputs alone."""
-    text = jax.tree.map(lambda a: a[:, :rows], step.text) if isinstance(step.text, CrossAttentionKV) else step.text[:rows]
+    text = step.text
+    text = jax.tree.map(lambda a: a[:, :rows], text) if isinstance(text, CrossAttentionKV) else text[:rows]
     image = step.conditioning.image_context
     conditioning = step.conditioning._replace(image_context=None if image is None else image[:rows])
     return step._replace(text=text, conditioning=conditioning)
@@ -225,7 +230,8 @@ def _transformer_pass(
     x_rows = jnp.concatenate([x_in] * copies)
     tokens, time = transformer.embed(x_rows, t)  # [rows, S, D]
     control = step.conditioning.control
-    vace = None if control is None else (jnp.concatenate([control] * copies), step.conditioning.control_scale, x_rows.shape)
+    scale = step.conditioning.control_scale
+    vace = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
     if not controls.tracks_residual:
         out = _blocks(model, step, tokens, time.temb6, vace)
         norms = residual_norms(out - tokens, copies) if controls.calibrate else None
