@@ -48,11 +48,6 @@ def _in_blocks(path: tuple) -> bool:
     return getattr(path[0], "key", None) == BLOCKS
 
 
-def host_bytes(params: nnx.State) -> int:
-    """Bytes of `params` held in host memory."""
-    return sum(a.nbytes for a in jax.tree.leaves(params) if a.sharding.memory_kind == HOST_MEMORY)
-
-
 def _on_device(array: jax.Array) -> jax.Array:
     return jax.device_put(array, jax.memory.Space.Device)
 
