@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import loras_per_expert
 from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from wanjax.adapters.jax.sharding.activations import ActivationSharding
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
+    from wanjax.application.memory import MemoryPlanner
     from wanjax.domain.sharding import LogicalRules
 
 DEMO_MODEL = "demo"
@@ -230,6 +232,11 @@ def build_weights_cache(startup: StartupSettings) -> ConvertedWeightsCache | Non
     return ConvertedWeightsCache(location)
 
 
+def decided_offload(planner: MemoryPlanner) -> str:
+    """`offload` as set, or for `auto` as the memory plan decided (none or layers)."""
+    return planner.offload()
+
+
 def expert_loading(
     checkpoint: Checkpoint,
     settings: DenoiserSettings,
@@ -237,9 +244,11 @@ def expert_loading(
     mesh: Mesh | None,
     rules: LogicalRules,
     weights_cache: ConvertedWeightsCache | None,
+    offload: str = "none",
 ) -> ExpertLoading:
     """How the experts load: fp8 kernels where asked, from `weights_cache` where it has them,
-    and on a `mesh` each parameter placed with its sharding from `rules`."""
+    on a `mesh` each parameter placed with its sharding from `rules`, and with `offload`
+    (decided: none or layers) "layers" the blocks' weights straight into host memory."""
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
     from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
@@ -247,16 +256,23 @@ def expert_loading(
     from wanjax.adapters.jax.sharding.rules import parameter_shardings
     from wanjax.adapters.jax.transformer.weights import abstract_transformer
 
+    if mesh is not None and offload == "layers":
+        raise ConfigError("offload=layers runs on one device: set the mesh sizes to 1, or offload=none")
     if mesh is None:
         placement = ReplicatedPlacement()
     else:
         model = abstract_transformer(checkpoint.transformer_spec, runtime)
         placement = ShardedPlacement(parameter_shardings(model, mesh, rules))
     kernel_dtype = jax_dtype(settings.weights_dtype) if settings.is_fp8 else None
-    return ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement)
+    return ExpertLoading(
+        runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement,
+        blocks_in_host_memory=offload == "layers",
+    )  # fmt: skip
 
 
-def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: ExpertLoading) -> Denoiser:
+def build_denoiser(
+    checkpoint: Checkpoint, settings: DenoiserSettings, loading: ExpertLoading, offload: str = "none"
+) -> Denoiser:
     """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
     (Wan 2.2's low-noise expert's) merged into their weights as they load; every LoRA is
     checked against every expert before the first weight loads."""
@@ -271,6 +287,7 @@ def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: 
         use_kv_cache=settings.use_kv_cache,
         scan_diffusion_loop=settings.scan_diffusion_loop,
         scheduler_dtype=jax_dtype(settings.scheduler_dtype),
+        stream_blocks=offload == "layers",
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
 

@@ -16,6 +16,7 @@ import attrs
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
+from wanjax.domain.offload import OFFLOAD_SETTINGS
 from wanjax.domain.requests import frame_count, pixel_size
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS
 from wanjax.domain.sharding import CONTEXT_PARALLEL, MeshShape, parse_rule_overrides
@@ -125,10 +126,18 @@ class DenoiserSettings:
     """Cross-attention K/V of the text (and I2V image) computed once per generation, not every step."""
     scan_diffusion_loop: bool = False
     """All denoising steps as one jax.lax.scan (no per-step progress; a new step count recompiles)."""
+    offload: str = attrs.field(default="none", validator=_one_of(OFFLOAD_SETTINGS))
+    """Where the transformer's weights live: none (on the device), layers (the blocks' weights in
+    host memory, each block's copied to the device as the one before it runs; needs scan_layers),
+    auto (the least offload the memory plan says fits; docs/performance.md, "Offload")."""
     loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.offload == "layers" and not self.scan_layers:
+            raise ConfigError("offload=layers streams the scanned block stack: set scan_layers=true, or offload=none")
 
     @property
     def is_fp8(self) -> bool:

@@ -17,6 +17,7 @@ from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
+    from wanjax.application.memory import DeviceSize
     from wanjax.domain.config import GenerationConfig
     from wanjax.domain.requests import GenerationRequest
 
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (gen, plan):
         _add_generation_arguments(sub)
+    plan.add_argument("--device-memory", metavar="SIZE",
+                      help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's device)")
+    plan.add_argument("--host-memory", metavar="SIZE",
+                      help="the host memory to plan offloaded weights against, e.g. 128GiB (default: this machine's)")
     commands.add_parser("presets", help="list the presets")
     _add_bench_parser(commands)
     add_serve_parser(commands)
@@ -246,9 +251,17 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     )
     from wanjax.application.presets import resolve_config
 
-    config = resolve_config(args.model, set_overrides(args))
+    published = plan_only and _not_downloaded(args)  # planned from its published architecture
+    config = resolve_config(args.model, set_overrides(args), read_checkpoint=not published)
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     container = build_container(config)
+    if published:
+        from dependency_injector import providers
+
+        from wanjax.application.published import PublishedCheckpoint
+
+        container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
+    size = _planned_size(args, container) if plan_only else None
     is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, is_vace))
     request = requests[0]
@@ -256,6 +269,13 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
+    if published or size is not None:  # no weights here, or another machine's memory: this one's devices unchecked
+        from wanjax.application.memory import DeviceSize, MemoryPlanner
+
+        planner = MemoryPlanner(container.settings(), container.checkpoint(), size or DeviceSize())
+        plan = planner.check(request, batch=len(requests))
+        print(f"{config.describe()}\n{plan.summary()}")
+        return 0
     service = container.service()
     service.check(requests)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
@@ -307,6 +327,31 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     return 0
 
 
+def _not_downloaded(args: argparse.Namespace) -> bool:
+    """`--model` is a published model whose weights are not on this machine."""
+    from wanjax.adapters.checkpoints.locate import local_checkpoint
+    from wanjax.application.presets import resolve_config
+    from wanjax.domain.architectures import ARCHITECTURES
+
+    location = resolve_config(args.model, set_overrides(args), read_checkpoint=False).model.location
+    return location in ARCHITECTURES and local_checkpoint(location) is None
+
+
+def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None:
+    """`plan --device-memory/--host-memory`: the sizes to plan for, None without them. A device
+    size plans for an accelerator: on a CPU machine the config resolves as on a GPU (bfloat16)."""
+    from wanjax.application.memory import DeviceSize
+    from wanjax.domain.sizes import parse_size
+
+    if args.device_memory is None and args.host_memory is None:
+        return None
+    device = None if args.device_memory is None else parse_size(args.device_memory, what="--device-memory")
+    host = None if args.host_memory is None else parse_size(args.host_memory, what="--host-memory")
+    if device is not None and container.platform() == "cpu":
+        container.platform.override("gpu")
+    return DeviceSize(device, host)
+
+
 def _bench(args: argparse.Namespace) -> int:
     from wanjax.application.bench import BenchOptions, run_bench, write_bench_json
 
@@ -339,6 +384,11 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak ({result.memory.source}); "
         f"planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
+    if result.offload_bytes_per_step:
+        lines.append(
+            f"offload    {result.offload}: {result.offload_bytes_per_step / 2**20:.1f} MiB of weights "
+            f"moved to the device per step"
+        )
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
     if result.diffusers_seconds_per_step is not None:
