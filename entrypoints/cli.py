@@ -157,7 +157,7 @@ def _run_command(args: argparse.Namespace, stops: Stops) -> int:
     if args.command == "serve":
         from wanjax.entrypoints.serve import serve
 
-        return serve(args, set_overrides(args))
+        return serve(args, set_overrides(args), stops)
     return _generate(args, stops)
 
 

@@ -53,6 +53,7 @@ class Stops:
 
     def __init__(self) -> None:
         self._signum: int | None = None
+        self._received = 0  # SIGINT and SIGTERM so far (not the retries)
         self._holding = False  # the output is being renamed into place
         self._done = False  # the output is in place: the run is over
 
@@ -62,6 +63,8 @@ class Stops:
         there (`committing`), or `frame` is the standard library's (then it asks again soon)."""
         if self._done:
             return
+        if signum != RETRY:
+            self._received += 1
         if self._signum is None and signum != RETRY:
             self._signum = signum
         if self._signum is None or self._holding:
@@ -70,6 +73,11 @@ class Stops:
             self.retry_soon()
             return
         raise Interrupted(self._signum)
+
+    @property
+    def repeated(self) -> bool:
+        """A second signal came: whoever waits for a graceful stop should stop waiting."""
+        return self._received >= 2
 
     def retry_soon(self) -> None:
         """Asks again in RETRY_SECONDS (SIGALRM), where the run may have left the frame at hand."""

@@ -7,11 +7,15 @@ import errno
 import ipaddress
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
+from wanjax.entrypoints.interrupts import Interrupted, Stops
+
 STOP_SECONDS = 30.0
 """How long a stopped server waits for its running batch to reach its next step (--stop-timeout)."""
+STOP_POLL_SECONDS = 0.1  # how often that wait looks for a second signal
 
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
@@ -38,7 +42,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
                        help="queued jobs of the same size, frames and steps run as one batch of at most this many")  # fmt: skip
 
 
-def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
+def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> int:
     """Runs until SIGINT/SIGTERM, which shut down gracefully: uvicorn stops accepting connections
     and answers the requests in flight, then the running batch stops at its next step and its
     jobs are recorded as queued. Jobs accepted and not finished when the process ended (however
@@ -90,25 +94,27 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     try:
         server.run(sockets=[listening])
     finally:
-        stop_worker(runner, args.stop_timeout)
+        stop_worker(runner, args.stop_timeout, stops)
     if runner.load_error is not None:
         raise runner.load_error
     return 0
 
 
-def stop_worker(runner: Any, timeout: float) -> None:
+def stop_worker(runner: Any, timeout: float, stops: Stops) -> None:
     """`runner.stop(timeout)`; when the worker is still inside a step, a compile, the conditioning or
-    a VAE decode after `timeout`, or a second signal comes meanwhile, the process ends at once with
-    the signal's exit status (its running jobs are recorded as running: the next start runs them
-    again). It ends with os._exit: the interpreter's own exit would tear its runtime down under a
-    worker still inside a compiled computation, which aborts (exit status 134)."""
+    a VAE decode after `timeout`, or a second signal comes meanwhile (`stops.repeated`, polled: the
+    signal handler does not raise inside the standard library's thread join), the process ends at
+    once with the first signal's exit status (its running jobs are recorded as running: the next
+    start runs them again). It ends with os._exit: the interpreter's own exit would tear its runtime
+    down under a worker still inside a compiled computation, which aborts (exit status 134)."""
     import sys
 
-    from wanjax.entrypoints.interrupts import Interrupted
-
     pending = sys.exc_info()[1]
+    deadline = time.monotonic() + timeout
     try:
-        runner.stop(timeout)
+        runner.stop(0)
+        while runner.ready and runner.working and not stops.repeated and (left := deadline - time.monotonic()) > 0:
+            runner.stop(min(STOP_POLL_SECONDS, left))
     except Interrupted as again:
         pending = again
     if runner.working:
