@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.lora import loras_per_expert
-from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
 from wanjax.domain.sharding import MeshShape
 
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from wanjax.adapters.jax.sharding.activations import ActivationSharding
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
+    from wanjax.application.preflight import RequestLoraCheck
     from wanjax.domain.sharding import LogicalRules
 
 DEMO_MODEL = "demo"
@@ -256,6 +257,24 @@ def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: 
         scheduler_dtype=jax_dtype(settings.scheduler_dtype),
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
+
+
+def request_lora_check(checkpoint: Checkpoint, settings: DenoiserSettings) -> RequestLoraCheck | None:
+    """How a request's LoRAs are checked before anything loads; None without `request_loras`
+    (a request carrying LoRAs is then refused)."""
+    from wanjax.application.preflight import RequestLoraCheck
+
+    return RequestLoraCheck(checkpoint) if settings.request_loras else None
+
+
+def build_lora_switch(denoiser: Denoiser, settings: DenoiserSettings) -> LoraSwitch | None:
+    """Requests' LoRAs merged on the device into a copy of the loaded experts' weights (with
+    `request_loras`; else None), their factors cached up to `lora_cache_mb`."""
+    if not settings.request_loras:
+        return None
+    from wanjax.adapters.jax.lora.switch import JaxLoraSwitch
+
+    return JaxLoraSwitch(denoiser, cache_bytes=settings.lora_cache_mb * 2**20)
 
 
 def vae_runtime(settings: VaeSettings) -> VaeRuntime:

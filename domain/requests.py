@@ -9,7 +9,8 @@ import attrs
 import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.lora import LoraSpec, parse_lora_specs
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
 from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
 from wanjax.domain.vace import VaceInputs
@@ -126,6 +127,18 @@ def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
     return None if value is None else checked_timesteps(value)
 
 
+def _loras(value: Any, _: Any, field: attrs.Attribute) -> tuple[LoraSpec, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        _fail(field.name, value, "must be a list of LoRAs (LoraSpec(path, scale), or PATH[:SCALE] text)")
+    try:
+        return parse_lora_specs(value)
+    except ConfigError as err:
+        raise InvalidRequestError(f"{field.name}: {err}") from None
+
+
+_LORAS = attrs.Converter(_loras, takes_self=True, takes_field=True)
+
+
 def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
         _fail(attribute.name, value, "must be an integer >= 0 (a step index), or unset")
@@ -174,6 +187,11 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
+    added in order on top of the model as loaded (its config's `loras` included)."""
+    loras_low: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """Wan 2.2 A14B: LoRAs applied to the low-noise expert for this run only."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 

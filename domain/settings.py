@@ -122,6 +122,11 @@ class DenoiserSettings:
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
+    request_loras: bool = False
+    """Requests may carry their own LoRAs (`wanjax serve --lora-dir` sets it): merged on the device
+    per run into a copy of the weights they change, kept beside the base weights."""
+    lora_cache_mb: int = attrs.field(default=1024, validator=_positive)
+    """With request_loras: the device memory (MiB) that request LoRAs' factors are cached in."""
 
     @property
     def is_fp8(self) -> bool:
