@@ -16,6 +16,8 @@ import attrs
 
 from wanjax.adapters.media.images import decode_image
 from wanjax.adapters.media.video_input import decode_video
+from wanjax.application.lora_folder import LoraFolder, request_lora_specs
+from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
@@ -41,10 +43,10 @@ def frames_for_seconds(seconds: float, fps: int) -> int:
 
 def validated_request(
     fields: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig, service: GenerationService,
-    *, model: str,
+    *, model: str, loras: LoraFolder | None = None,
 ) -> GenerationRequest:  # fmt: skip
     """`fields` (the client's, JSON values) and `media` (file bytes by client field) over `config`'s
-    defaults, for the served `model`. Raises InvalidRequestError or ConfigError (unknown fields),
+    defaults, for the served `model`, LoRAs named by their files in `loras`. Raises InvalidRequestError or ConfigError (unknown fields),
     each naming the client's field, for whatever `service.generate` would refuse before its first
     step."""
     fields = dict(fields)
@@ -61,6 +63,7 @@ def validated_request(
     derived = {**_size_fields(given.get("size")), **_seconds_fields(given.get("seconds"), config.sampling.fps)}
     used = {name: value for name, value in derived.items() if name not in fields}
     fields.update(used)
+    fields.update({name: request_lora_specs(loras, name, fields[name]) for name in REQUEST_LORA_FIELDS if name in fields})
     images = {MEDIA_FIELDS[name]: data for name, data in media.items()}
     try:
         decoded = decoded_media(images, fields.get("num_frames", config.sampling.num_frames))
@@ -79,6 +82,7 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
     if request.sample_timesteps is not None:
         record["sample_timesteps"] = list(request.sample_timesteps)
+    record.update({name: [attrs.asdict(spec) for spec in getattr(request, name)] for name in REQUEST_LORA_FIELDS})
     media = [name for name in MEDIA_FIELDS.values() if values[name] is not None]
     return {"prompt": request.prompt, **record, "media": media}
 

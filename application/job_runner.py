@@ -15,6 +15,7 @@ import attrs
 from wanjax.application.job_files import JobFiles
 from wanjax.application.job_queue import JobQueue
 from wanjax.application.job_requests import MEDIA_FIELDS, request_from_record, request_record, validated_request
+from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.metrics import ServerMetrics
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
@@ -42,17 +43,20 @@ class JobRunner:
         queue_capacity: int,
         max_batch: int,
         model: str = "demo",
+        loras: LoraFolder | None = None,
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`model` is the served model's name, which a request may give; `on_load_failure(error)`
         is called on the worker thread when the model cannot load (the server should exit: no job
-        can run); the jobs stay queued for the next start."""
+        can run); the jobs stay queued for the next start. Requests name their LoRAs by their files
+        in `loras` (None: requests carry none)."""
         self._service = service
         self._config = config
         self._store = store
         self.files = JobFiles(output_dir)
         self.model = model
+        self.loras = loras
         self._queue = JobQueue(queue_capacity)
         self._max_batch = max_batch
         self._on_load_failure = on_load_failure
@@ -109,7 +113,7 @@ class JobRunner:
         """Validates the client's `fields` and `media` (`job_requests.validated_request`: an
         InvalidRequestError / ConfigError naming the field), keeps the media beside the job, records
         and queues it; QueueFull when the queue has no room (then nothing is kept)."""
-        request = validated_request(fields, media, self._config, self._service, model=self.model)
+        request = validated_request(fields, media, self._config, self._service, model=self.model, loras=self.loras)
         job = Job(id=uuid.uuid4().hex, request=request_record(request), created_at=self._clock())
         self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})
         try:

@@ -20,6 +20,8 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
                        help="where each job's folder (ID/: its video and media) and the job records (jobs.sqlite) go")  # fmt: skip
     serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
                        help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open)")  # fmt: skip
+    serve.add_argument("--lora-dir", type=Path,
+                       help="the LoRA files requests may name (fields loras, loras_low); sets request_loras=true")  # fmt: skip
     serve.add_argument("--queue-size", type=int, default=64, help="jobs waiting at most; more are refused with 429")
     serve.add_argument("--max-batch", type=int, default=4,
                        help="queued jobs of the same size, frames and steps run as one batch of at most this many")  # fmt: skip
@@ -37,12 +39,16 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
     from wanjax.application.job_runner import JobRunner
+    from wanjax.application.lora_folder import LoraFolder
     from wanjax.application.presets import resolve_config
     from wanjax.domain.errors import ConfigError
     from wanjax.entrypoints.http_api import KEEP_ALIVE_SECONDS, build_app
 
     if args.queue_size < 1 or args.max_batch < 1:
         raise ConfigError("--queue-size and --max-batch must be at least 1")
+    loras = None if args.lora_dir is None else LoraFolder(args.lora_dir)
+    if loras is not None:
+        overrides = {"request_loras": "true", **overrides}
     config = resolve_config(args.model, overrides)
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     service = build_container(config).service()
@@ -61,6 +67,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any]) -> int:
         queue_capacity=args.queue_size,
         max_batch=args.max_batch,
         model=args.model or config.model.location,
+        loras=loras,
         on_load_failure=stop_serving,
     )
     app = build_app(runner, token=args.token)
