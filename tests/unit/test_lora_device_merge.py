@@ -1,8 +1,11 @@
 """LoRAs merged on the device (`merged_parameters`, per request) give the parameters the load-time
 merge gives (`with_loras`, `--lora`), for every kind of delta and both block layouts; parameters
-no LoRA touches stay the base's own arrays."""
+no LoRA touches stay the base's own arrays; the switch serves one LoRA set at a time."""
 
 from __future__ import annotations
+
+import threading
+import time
 
 import jax
 import jax.numpy as jnp
@@ -12,8 +15,10 @@ from flax import nnx
 from safetensors.numpy import save_file
 
 from wanjax.adapters.jax.bench import random_transformer
+from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.lora.factors import LoraFactorCache
 from wanjax.adapters.jax.lora.merge import ParameterMerges, merged_parameters
+from wanjax.adapters.jax.lora.switch import JaxLoraSwitch
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import (
     export_transformer_weights,
@@ -97,3 +102,38 @@ def test_the_factor_cache_reads_a_file_once_and_keeps_what_fits(tmp_path):
     assert small.nbytes <= size and small.files_read == 2
     small.get(first.path)
     assert small.files_read == 3  # the second pushed it out: read again
+
+
+def test_one_lora_set_at_a_time_shared_by_its_runs_and_the_base_arrays_come_back(tmp_path):
+    base_model = random_transformer(SPEC, TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32))
+    first, second = _lora_files(tmp_path, transformer_weight_shapes(base_model))
+    denoiser = JaxDenoiser([base_model])
+    base = denoiser.program.params
+    switch = JaxLoraSwitch(denoiser, cache_bytes=2**20)
+    a, b = ((first,),), ((second,),)
+    entered = []
+
+    def run(loras, name, hold: threading.Event | None = None):
+        with switch.applied(loras):
+            entered.append((name, denoiser.program.params))
+            if hold is not None:
+                hold.wait(10)
+
+    release = threading.Event()
+    holder = threading.Thread(target=run, args=(a, "a", release))
+    holder.start()
+    while not entered:
+        time.sleep(0.01)
+    other, same = threading.Thread(target=run, args=(b, "b")), threading.Thread(target=run, args=(a, "a again"))
+    other.start()
+    same.start()
+    same.join(10)  # the same set runs beside the holder
+    other.join(0.3)
+    assert [name for name, _ in entered] == ["a", "a again"] and other.is_alive()  # another set waits
+    release.set()
+    holder.join(10)
+    other.join(10)
+    assert [name for name, _ in entered] == ["a", "a again", "b"]
+    assert entered[0][1] is entered[1][1] and entered[2][1] is not entered[0][1] and entered[0][1] is not base
+    with switch.applied(((),)):
+        assert denoiser.program.params is base  # no LoRAs: the base arrays themselves

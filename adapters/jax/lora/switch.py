@@ -58,6 +58,8 @@ class JaxLoraSwitch:
 
     def _switch(self, wanted: tuple[LoraSet, tuple[FileIdentity, ...]]) -> None:
         self._program.params, self._active = self._base, ((),) * len(self._base)  # the old copy freed first
+        if not any(wanted[0]):
+            return
         params = []
         for base, specs in zip(self._base, wanted[0]):
             loras = [(self.factors.get(spec.path), spec.scale) for spec in specs]
