@@ -2,8 +2,9 @@
 
 It runs before anything loads, so bad settings fail in well under a second with the same
 message they would have given seconds or minutes later: the device mesh against the devices
-and the model, the attention kernel's availability, the VAE's runtime settings, and every
-LoRA's header against every expert's tensor headers. The checkpoint's configs and headers
+and the model, the attention kernel's availability, the VAE's runtime settings, the tokenizer
+folder against the text encoder backend, and every LoRA's header against every expert's tensor
+headers. The checkpoint's configs and headers
 were checked when it was opened, each request's geometry and mesh split are the service's
 (`GenerationService.check`), the output location is the CLI's (`outputs.check_output_path`).
 """
@@ -51,7 +52,8 @@ class Preflight:
 
     `attention` and `vae_runtime` build the attention backend and the VAE's runtime (the
     container's providers: built once, kept for the run), whose construction refuses a kernel
-    this machine cannot run and VAE settings that cannot work; `settings` is resolved."""
+    this machine cannot run and VAE settings that cannot work; `tokenizer` refuses a tokenizer
+    folder the text encoder backend cannot build; `settings` is resolved."""
 
     def __init__(
         self,
@@ -59,12 +61,14 @@ class Preflight:
         checkpoint: Any,
         attention: Callable[[], Any],
         vae_runtime: Callable[[], Any],
+        tokenizer: Callable[[], None],
     ) -> None:
         self._settings = settings
         self._checkpoint = checkpoint
         self._mesh = settings.mesh.shape
         self._attention = attention
         self._vae_runtime = vae_runtime
+        self._tokenizer = tokenizer
         self._checked = False
 
     def check(self) -> None:
@@ -74,6 +78,7 @@ class Preflight:
         self._attention()
         self._check_mesh()
         self._vae_runtime()
+        self._tokenizer()
         self._check_loras()
         self._checked = True
 

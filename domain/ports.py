@@ -119,7 +119,12 @@ class VideoAutoencoder(Protocol):
 
 
 class JobStore(Protocol):
-    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
+    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill. Each
+    method raises StoreError (domain.errors) when the store cannot be read or written."""
+
+    def probe(self) -> None:
+        """Returns once a write can be committed (StoreError otherwise); changes no job."""
+        ...
 
     def add(self, job: Job) -> None: ...
 

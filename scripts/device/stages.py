@@ -324,6 +324,15 @@ def bench_14b_720p_81_fp8(out: Path, smoke: bool) -> dict:
                   vs_diffusers=False, sets=("weights_dtype=float8_e4m3fn",))
 
 
+def bench_14b_720p_81_offload(out: Path, smoke: bool) -> dict:
+    """As bench_14b_720p_81 with `offload=layers`: the blocks' weights in host memory, streamed in
+    block by block. Issue 30's goals: seconds_per_step at most 1.2x bench_14b_720p_81's (run it in
+    the same check, same machine) and peak_memory_bytes under 24 GiB; offload_bytes_per_step over
+    seconds_per_step is the host link's rate the stream needed."""
+    return _bench("bench_14b_720p_81_offload", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
+                  vs_diffusers=False, sets=("offload=layers",))
+
+
 def bench_13b_480p_25_tokamax(out: Path, smoke: bool) -> dict:
     """bench_13b_480p_25 on tokamax's attention kernel instead of cuDNN's (`auto`)."""
     return _bench("bench_13b_480p_25_tokamax", "wan2.1-t2v-1.3b", (832, 480, 25), 5, smoke=smoke, out=out,
@@ -412,6 +421,7 @@ STAGES = {
         Stage("vae_480p_81_frames", 120, 40, _vae("frames")),
         Stage("bench_14b_720p_81_fp8", 240, 120, bench_14b_720p_81_fp8),
         Stage("attention_75600", 120, 40, attention_75600),
+        Stage("bench_14b_720p_81_offload", 300, 150, bench_14b_720p_81_offload),
         # after the goals' stages: what would make the step faster
         Stage("bench_13b_480p_25_tokamax", 120, 40, bench_13b_480p_25_tokamax),
         Stage("profile_13b_480p_25", 120, 40, profile_13b_480p_25),

@@ -92,7 +92,7 @@ def main() -> None:
         if args.no_steps:
             return
         with switch.applied(((a,),)):
-            switched = nnx.merge(denoiser.program.graphdef, denoiser.program.params[0])
+            switched = nnx.merge(denoiser.program.model.graphdef, denoiser.program.params[0])
         merged_at_load = load_transformer(spec, runtime, with_loras(tensors, [a]))
     config = GenerationConfig.from_mapping(dict(height=256, width=256, num_frames=9, num_inference_steps=3))
     request = config.request("a fox", negative_prompt="blurry", guidance_scale=5.0)

@@ -25,6 +25,7 @@ ACCEPTED = {
     "scheduler_dtype": ("bfloat16", "bfloat16"),
     "use_kv_cache": ("no", False),
     "scan_diffusion_loop": ("yes", True),
+    "offload": ("layers", "layers"),
     "use_batched_text_encoder": ("0", False),
     "text_encoder_dtype": ("float32", "float32"),
     "compile_text_encoder": ("on", True),
