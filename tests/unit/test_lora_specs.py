@@ -48,3 +48,8 @@ def test_a_request_takes_specs_text_or_records_and_names_its_field_when_wrong():
                             (dict(loras=[{"path": ""}]), "loras: LoRA .* non-empty")]:  # fmt: skip
         with pytest.raises(InvalidRequestError, match=message):
             config.request("a fox", **fields)
+
+
+def test_request_loras_and_offloaded_blocks_exclude_each_other():
+    with pytest.raises(ConfigError, match="request_loras .* offload=layers"):
+        GenerationConfig.from_mapping({"request_loras": True, "offload": "layers"})
