@@ -21,7 +21,7 @@ import numpy as np
 
 from wanjax.adapters.media.images import decode_image, image_size
 from wanjax.adapters.media.video_input import decode_video, probe_video
-from wanjax.application.lora_folder import LoraFolder, request_lora_specs
+from wanjax.application.lora_folder import LoraFolder, lora_fields
 from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
@@ -73,7 +73,7 @@ def validated_request(
     derived = {**_size_fields(given.get("size")), **_seconds_fields(given.get("seconds"), config.sampling.fps)}
     used = {name: value for name, value in derived.items() if name not in fields}
     fields.update(used)
-    fields.update({name: request_lora_specs(loras, name, fields[name]) for name in REQUEST_LORA_FIELDS if name in fields})
+    lora_fields(loras, fields, REQUEST_LORA_FIELDS)
     try:
         stand_ins = stand_in_media((MEDIA_FIELDS[name] for name in media), fields.get("num_frames", config.sampling.num_frames))
         request = config.request(prompt, **fields, **stand_ins)

@@ -60,6 +60,20 @@ class LoraFolder:
         return path.is_relative_to(self.root)
 
 
+def lora_fields(folder: LoraFolder | None, fields: dict[str, Any], names: tuple[str, ...]) -> None:
+    """Replaces the client's LoRA fields `names` in `fields` by their LoraSpecs (`request_lora_specs`);
+    an InvalidRequestError for a LoRA field sent item by item (the SDK's form of a list of objects,
+    `loras[][name]`), which must come as one field holding JSON."""
+    for key in fields:
+        if key.partition("[")[0] in names and key not in names:
+            field = key.partition("[")[0]
+            raise InvalidRequestError(
+                f"{key}: give {field} as one field holding its JSON list, e.g. {field}='[{ITEM_FORM}]' "
+                f"(with the openai SDK: extra_body={{\"{field}\": json.dumps([...])}})"
+            )
+    fields.update({name: request_lora_specs(folder, name, fields[name]) for name in names if name in fields})
+
+
 def request_lora_specs(folder: LoraFolder | None, field: str, value: Any) -> tuple[LoraSpec, ...]:
     """`folder.specs(field, value)`; without a folder, an InvalidRequestError saying how to get one."""
     if folder is None:

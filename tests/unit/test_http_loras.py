@@ -71,6 +71,9 @@ def test_loras_by_name_as_json_or_as_a_multipart_field_holding_json(tmp_path, fo
     form = client.post("/v1/videos", content=body.encode(), headers={"content-type": "multipart/form-data; boundary=b"})
     assert form.status_code == 202, form.text
     assert checked[-1] == (expected,)
+    sdk_list = body.replace('name="loras"', 'name="loras[][name]"')  # what the SDK makes of a list of objects
+    refused = client.post("/v1/videos", content=sdk_list.encode(), headers={"content-type": "multipart/form-data; boundary=b"})
+    assert refused.status_code == 422 and "give loras as one field holding its JSON list" in refused.text
 
 
 @pytest.mark.parametrize(
