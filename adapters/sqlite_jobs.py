@@ -1,16 +1,19 @@
-"""The JobStore port (`domain.ports`) on SQLite (stdlib): one file, each write committed before it returns."""
+"""The JobStore port (`domain.ports`) on SQLite (stdlib): one file, each write committed before it
+returns; checked when opened (readable, intact, writable), and every SQLite or file error raised as
+a StoreError naming the file and the remedy."""
 
 from __future__ import annotations
 
 import json
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 import attrs
 
-from wanjax.domain.errors import ConfigError
+from wanjax.domain.errors import ConfigError, StoreError
 from wanjax.domain.jobs import Job, JobStatus
 
 _COLUMNS = tuple(f.name for f in attrs.fields(Job))
@@ -18,6 +21,10 @@ _JSON_COLUMNS = ("request", "timings")
 _SCHEMA = f"""CREATE TABLE IF NOT EXISTS jobs (
     position INTEGER PRIMARY KEY AUTOINCREMENT, {", ".join(f"{c} {'TEXT UNIQUE' if c == 'id' else ''}" for c in _COLUMNS)}
 )"""
+_PROBE_SCHEMA = "CREATE TABLE IF NOT EXISTS probe (bytes BLOB)"
+PROBE_BYTES = 8192
+"""What a probe writes (and deletes again): two pages, so that a store out of space fails it."""
+T = TypeVar("T")
 
 
 class SqliteJobStore:
@@ -25,13 +32,35 @@ class SqliteJobStore:
     (`synchronous=FULL`): an accepted job is on disk before the client hears of it."""
 
     def __init__(self, path: Path) -> None:
-        Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
-        self._connection.execute("PRAGMA journal_mode=WAL")
-        self._connection.execute("PRAGMA synchronous=FULL")
-        self._connection.execute(_SCHEMA)
+        """Opens (or makes) the store and checks it: StoreError naming `path` and the remedy when it
+        cannot be opened, is not an intact SQLite file, or cannot be written."""
+        self.path = Path(path)
         self._lock = threading.Lock()  # one connection, shared by the server's threads
-        _check_columns(self._connection, Path(path))
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._connection = sqlite3.connect(str(path), check_same_thread=False, isolation_level=None)
+        except (sqlite3.Error, OSError) as err:
+            raise self._error(err) from None
+        self._guarded(self._open)
+        _check_columns(self._connection, self.path)
+        self.probe()
+
+    def _open(self) -> None:
+        connection = self._connection
+        integrity = connection.execute("PRAGMA quick_check").fetchone()[0]
+        if integrity != "ok":
+            raise sqlite3.DatabaseError(f"damaged: {integrity}")
+        connection.execute("PRAGMA journal_mode=WAL")
+        connection.execute("PRAGMA synchronous=FULL")
+        connection.execute(_SCHEMA)
+        connection.execute(_PROBE_SCHEMA)
+
+    def probe(self) -> None:
+        def write_and_delete() -> None:
+            self._connection.execute("INSERT INTO probe VALUES (zeroblob(?))", (PROBE_BYTES,))
+            self._connection.execute("DELETE FROM probe")
+
+        self._guarded(write_and_delete)
 
     def add(self, job: Job) -> None:
         marks = ", ".join("?" * len(_COLUMNS))
@@ -57,21 +86,38 @@ class SqliteJobStore:
         direction, beyond = ("DESC", "<") if newest_first else ("ASC", ">")
         where, values = "", ()
         if after is not None:
-            with self._lock:
-                found = self._connection.execute("SELECT position FROM jobs WHERE id = ?", (after,)).fetchone()
+            found = self._guarded(lambda: self._connection.execute("SELECT position FROM jobs WHERE id = ?", (after,)).fetchone())
             if found is None:
                 return None
             where, values = f"WHERE position {beyond} ?", (found[0],)
         return self._query(f"{where} ORDER BY position {direction} LIMIT ?", (*values, limit))
 
     def _execute(self, sql: str, values: tuple[object, ...]) -> None:
-        with self._lock:
-            self._connection.execute(sql, values)
+        self._guarded(lambda: self._connection.execute(sql, values))
 
     def _query(self, where: str, values: tuple[object, ...]) -> list[Job]:
-        with self._lock:
-            rows = self._connection.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs {where}", values).fetchall()
+        rows = self._guarded(lambda: self._connection.execute(f"SELECT {', '.join(_COLUMNS)} FROM jobs {where}", values).fetchall())
         return [_job(row) for row in rows]
+
+    def _guarded(self, action: Callable[[], T]) -> T:
+        """`action()` under the connection's lock; its SQLite or file error as a StoreError."""
+        with self._lock:
+            try:
+                return action()
+            except (sqlite3.Error, OSError) as err:
+                raise self._error(err) from None
+
+    def _error(self, err: BaseException) -> StoreError:
+        return StoreError(f"the job store {self.path} cannot be used ({err}); {_remedy(str(err))}")
+
+
+def _remedy(reason: str) -> str:
+    """What to do about SQLite's `reason`."""
+    if "full" in reason:
+        return "free disk space on its file system; the server goes on once the store can be written"
+    if "readonly" in reason or "read-only" in reason or "unable to open" in reason or "ermission" in reason:
+        return "make it and its folder writable by this user, or give another --output-dir"
+    return "move it away (its job records are lost) or give another --output-dir"
 
 
 def _check_columns(connection: sqlite3.Connection, path: Path) -> None:

@@ -27,10 +27,12 @@ from wanjax.domain.devices import device_peak
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.flops import transformer_flops_per_step
 from wanjax.domain.latents import LatentGeometry
-from wanjax.domain.memory import Workload, check_fits
+from wanjax.domain.memory import Workload, block_weights, check_fits
+from wanjax.domain.offload import AUTO, least_offload
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import VaeSpec
+from wanjax.domain.scheduling import MAX_INFERENCE_STEPS
 
 if TYPE_CHECKING:
     from wanjax.adapters.jax.bench import DenoiseTiming, DeviceInfo
@@ -100,8 +102,8 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
             f"bench --model {options.model!r}: give a preset ({', '.join(preset_names())}) "
             f"or a published repo id ({', '.join(ARCHITECTURES)})"
         )
-    if options.steps < 1:
-        raise ConfigError(f"--steps {options.steps}: must be >= 1")
+    if not 1 <= options.steps < MAX_INFERENCE_STEPS:  # the plan holds one step more
+        raise ConfigError(f"--steps {options.steps}: must be from 1 to {MAX_INFERENCE_STEPS - 1}")
     flags = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
     overrides = {**options.overrides, **flags}
     config = resolve_config(options.model, overrides, read_checkpoint=False)  # no checkpoint: random weights
@@ -157,7 +159,7 @@ def bench_workload(bench: BenchPlan) -> Workload:
         tokens=bench.geometry.tokens(architecture.transformer.patch_size),
         text_tokens=bench.settings.text_encoder.max_sequence_length, image_tokens=architecture.image_tokens,
         weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
-        attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, **decode,
+        attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, offload=denoiser.offload, **decode,
     )  # fmt: skip
 
 
@@ -172,6 +174,9 @@ def run_bench(options: BenchOptions) -> BenchResult:
     default device and times them."""
     bench = plan_bench(options)
     work = bench_workload(bench)
+    if work.offload == AUTO:
+        offload, _ = least_offload(lambda choice: planned_on_this_device(attrs.evolve(work, offload=choice)))
+        work = attrs.evolve(work, offload=offload)
     memory_plan = planned_on_this_device(work)
     check_fits(memory_plan, work)
     diffusers_device = _diffusers_device() if options.vs_diffusers else None
@@ -181,7 +186,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         diffusers_decode = _diffusers_decode(bench, diffusers_device) if options.vae else None
     from wanjax.adapters.jax import bench as jax_bench
 
-    timing = _time_transformer(bench, options.profile_dir)
+    timing = _time_transformer(bench, work.offload, options.profile_dir)
     memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
     decode, run_memory = None, memory
     if options.vae:
@@ -213,10 +218,20 @@ def run_bench(options: BenchOptions) -> BenchResult:
         diffusers_vae_seconds=diffusers_decode,
         diffusers_seconds_per_step=diffusers_seconds,
         diffusers_device=diffusers_device,
+        offload=work.offload,
+        offload_bytes_per_step=_offload_bytes_per_step(work),
     )
 
 
-def _time_transformer(bench: BenchPlan, profile_dir: Path | None = None) -> DenoiseTiming:
+def _offload_bytes_per_step(work: Workload) -> int:
+    """What `offload=layers` copies to the device in a step: one expert's blocks, the last one twice."""
+    if work.offload != "layers":
+        return 0
+    layers = work.transformer.num_layers
+    return block_weights(work) // work.num_experts * (layers + 1) // layers
+
+
+def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None = None) -> DenoiseTiming:
     """The guided steps; the experts' weights are freed on return, before the VAE's are made."""
     from wanjax.adapters.jax.bench import random_transformer, time_denoising
     from wanjax.adapters.jax.denoising.program import DenoiserOptions
@@ -228,10 +243,15 @@ def _time_transformer(bench: BenchPlan, profile_dir: Path | None = None) -> Deno
     denoiser = settings.denoiser
     kernels = jax_dtype(denoiser.weights_dtype) if denoiser.is_fp8 else None  # as ExpertLoading stores them
     experts = [
-        random_transformer(architecture.transformer, runtime, seed, kernel_dtype=kernels)
+        random_transformer(
+            architecture.transformer, runtime, seed, kernel_dtype=kernels, blocks_in_host_memory=offload == "layers"
+        )
         for seed in range(architecture.num_experts)
     ]
-    options = DenoiserOptions(use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype))
+    options = DenoiserOptions(
+        use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype),
+        stream_blocks=offload == "layers",
+    )  # fmt: skip
     context, negative, conditioning = _inputs(bench)
     shape = bench.geometry.shape
     return time_denoising(experts, options, bench.plan, shape, context, negative, conditioning, profile_dir)

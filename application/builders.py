@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import loras_per_expert
-from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
 from wanjax.domain.sharding import MeshShape
 
@@ -25,6 +26,8 @@ if TYPE_CHECKING:
     from wanjax.adapters.jax.sharding.activations import ActivationSharding
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
+    from wanjax.application.memory import MemoryPlanner
+    from wanjax.application.preflight import RequestLoraCheck
     from wanjax.domain.sharding import LogicalRules
 
 DEMO_MODEL = "demo"
@@ -94,6 +97,23 @@ def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) ->
         {"dtype": settings.dtype, "compile": settings.compile, "backend": settings.backend},
     )
     return CachedTextEncoder(umt5, folder, identity)
+
+
+def check_tokenizer(checkpoint: Checkpoint, settings: TextEncoderSettings) -> None:
+    """Refuses, before any weights load, a tokenizer folder that the section's backend cannot
+    build: the JAX encoder's reads tokenizer.json; the torch one's is whatever transformers'
+    `AutoTokenizer` builds."""
+    folder = checkpoint.text_encoder_files().preprocessing
+    if folder is None:
+        return
+    if settings.backend == "jax":
+        from wanjax.adapters.text.tokenizer import require_tokenizer_json
+
+        require_tokenizer_json(folder)
+        return
+    from wanjax.adapters.torch.tokenizer_files import check_auto_tokenizer
+
+    check_auto_tokenizer(folder)
 
 
 def build_image_encoder(checkpoint: Checkpoint, dtype: str) -> ImageEncoder | None:
@@ -213,6 +233,11 @@ def build_weights_cache(startup: StartupSettings) -> ConvertedWeightsCache | Non
     return ConvertedWeightsCache(location)
 
 
+def decided_offload(planner: MemoryPlanner) -> str:
+    """`offload` as set, or for `auto` as the memory plan decided (none or layers)."""
+    return planner.offload()
+
+
 def expert_loading(
     checkpoint: Checkpoint,
     settings: DenoiserSettings,
@@ -220,9 +245,11 @@ def expert_loading(
     mesh: Mesh | None,
     rules: LogicalRules,
     weights_cache: ConvertedWeightsCache | None,
+    offload: str = "none",
 ) -> ExpertLoading:
     """How the experts load: fp8 kernels where asked, from `weights_cache` where it has them,
-    and on a `mesh` each parameter placed with its sharding from `rules`."""
+    on a `mesh` each parameter placed with its sharding from `rules`, and with `offload`
+    (decided: none or layers) "layers" the blocks' weights straight into host memory."""
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
     from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
@@ -230,16 +257,23 @@ def expert_loading(
     from wanjax.adapters.jax.sharding.rules import parameter_shardings
     from wanjax.adapters.jax.transformer.weights import abstract_transformer
 
+    if mesh is not None and offload == "layers":
+        raise ConfigError("offload=layers runs on one device: set the mesh sizes to 1, or offload=none")
     if mesh is None:
         placement = ReplicatedPlacement()
     else:
         model = abstract_transformer(checkpoint.transformer_spec, runtime)
         placement = ShardedPlacement(parameter_shardings(model, mesh, rules))
     kernel_dtype = jax_dtype(settings.weights_dtype) if settings.is_fp8 else None
-    return ExpertLoading(runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement)
+    return ExpertLoading(
+        runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement,
+        blocks_in_host_memory=offload == "layers",
+    )  # fmt: skip
 
 
-def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: ExpertLoading) -> Denoiser:
+def build_denoiser(
+    checkpoint: Checkpoint, settings: DenoiserSettings, loading: ExpertLoading, offload: str = "none"
+) -> Denoiser:
     """The experts, loaded concurrently, with `loras` (the first expert's) and `loras_low`
     (Wan 2.2's low-noise expert's) merged into their weights as they load; every LoRA is
     checked against every expert before the first weight loads."""
@@ -254,8 +288,31 @@ def build_denoiser(checkpoint: Checkpoint, settings: DenoiserSettings, loading: 
         use_kv_cache=settings.use_kv_cache,
         scan_diffusion_loop=settings.scan_diffusion_loop,
         scheduler_dtype=jax_dtype(settings.scheduler_dtype),
+        stream_blocks=offload == "layers",
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
+
+
+def request_lora_check(checkpoint: Checkpoint, settings: DenoiserSettings) -> RequestLoraCheck | None:
+    """How a request's LoRAs are checked before anything loads; None without `request_loras`
+    (a request carrying LoRAs is then refused)."""
+    from wanjax.application.preflight import RequestLoraCheck
+
+    return RequestLoraCheck(checkpoint) if settings.request_loras else None
+
+
+def build_lora_switch(denoiser: Denoiser, settings: DenoiserSettings, offload: str = "none") -> LoraSwitch | None:
+    """Requests' LoRAs merged on the device into a copy of the loaded experts' weights (with
+    `request_loras`; else None), their factors cached up to `lora_cache_mb`; a ConfigError where
+    `offload` (decided) keeps the blocks' weights in host memory."""
+    if not settings.request_loras:
+        return None
+    if offload == "layers":
+        raise ConfigError("request_loras needs the weights on the device, but offload=auto chose offload=layers "
+                          "(they do not fit twice): merge the LoRAs at load (--lora) instead")  # fmt: skip
+    from wanjax.adapters.jax.lora.switch import JaxLoraSwitch
+
+    return JaxLoraSwitch(denoiser, cache_bytes=settings.lora_cache_mb * 2**20)
 
 
 def vae_runtime(settings: VaeSettings) -> VaeRuntime:

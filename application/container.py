@@ -51,6 +51,8 @@ class Container(containers.DeclarativeContainer):
     )
 
     memory_planner = providers.Singleton(MemoryPlanner, settings, checkpoint)
+    # `offload` decided: as set, or for `auto` the least the memory plan of the checked requests says fits
+    offload = providers.Singleton(builders.decided_offload, memory_planner)
     
     text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, settings.provided.text_encoder)
     image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, settings.provided.model.dtype)
@@ -71,12 +73,19 @@ class Container(containers.DeclarativeContainer):
         mesh,
         sharding_rules,
         providers.Singleton(builders.build_weights_cache, settings.provided.startup),
+        offload,
     )
-    denoiser = providers.Singleton(builders.build_denoiser, checkpoint, settings.provided.denoiser, expert_loading)
+    denoiser = providers.Singleton(
+        builders.build_denoiser, checkpoint, settings.provided.denoiser, expert_loading, offload
+    )
+    lora_switch = providers.Singleton(builders.build_lora_switch, denoiser, settings.provided.denoiser, offload)
 
     vae_runtime = providers.Singleton(builders.vae_runtime, settings.provided.vae)
     autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh)
-    preflight = providers.Singleton(Preflight, settings, checkpoint, attention.provider, vae_runtime.provider)
+    tokenizer_check = providers.Callable(builders.check_tokenizer, checkpoint, settings.provided.text_encoder)
+    preflight = providers.Singleton(
+        Preflight, settings, checkpoint, attention.provider, vae_runtime.provider, tokenizer_check.provider
+    )
 
     components = providers.Singleton(
         ModelComponents,
@@ -88,6 +97,8 @@ class Container(containers.DeclarativeContainer):
         image_conditioning=checkpoint.provided.image_conditioning,
         text_encoder=text_encoder.provider,
         denoiser=denoiser.provider,
+        lora_check=providers.Singleton(builders.request_lora_check, checkpoint, settings.provided.denoiser),
+        lora_switch=lora_switch.provider,
         autoencoder=autoencoder.provider,
         image_encoder=image_encoder.provider,
     )

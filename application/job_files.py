@@ -12,6 +12,7 @@ import numpy as np
 from wanjax.adapters.media.atomic import atomic_path
 from wanjax.adapters.media.images import write_image
 from wanjax.application.outputs import write_output
+from wanjax.domain.errors import StoreError
 
 VIDEO = "video.mp4"
 THUMBNAIL = "thumbnail.webp"
@@ -34,13 +35,24 @@ class JobFiles:
         return self.folder(job_id) / THUMBNAIL
 
     def write_media(self, job_id: str, media: Mapping[str, bytes]) -> None:
-        """The client's media, by request field (`image`, `last_image`, `video`)."""
-        for name, data in media.items():
-            with atomic_path(self._media(job_id, name)) as temporary:
-                temporary.write_bytes(data)
+        """The client's media, by request field (`image`, `last_image`, `video`); StoreError when
+        they cannot be written (a full disk)."""
+        try:
+            for name, data in media.items():
+                with atomic_path(self._media(job_id, name)) as temporary:
+                    temporary.write_bytes(data)
+        except OSError as err:
+            raise StoreError(f"the output folder {self.root} cannot be written ({err}); free disk space "
+                             "or make it writable") from None  # fmt: skip
 
     def read_media(self, job_id: str, names: Iterable[str]) -> dict[str, bytes]:
         return {name: self._media(job_id, name).read_bytes() for name in names}
+
+    def check_media(self, job_id: str, names: Iterable[str]) -> None:
+        """FileNotFoundError naming the first of the job's media files that is missing."""
+        for name in names:
+            if not self._media(job_id, name).is_file():
+                raise FileNotFoundError(f"its file {self._media(job_id, name).relative_to(self.root)} is missing")
 
     def write_video(self, job_id: str, frames: np.ndarray, fps: int) -> None:
         """The video (uint8 frames [F, H, W, 3]) and its thumbnail."""

@@ -7,7 +7,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 
-from wanjax.domain.batch import shared_request
+from wanjax.domain.batch import MEDIA_FIELDS, shared_request
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 
@@ -26,6 +26,11 @@ class JobQueue:
         self.capacity = capacity
         self._jobs: OrderedDict[str, GenerationRequest] = OrderedDict()
         self._changed = threading.Condition()
+
+    @property
+    def full(self) -> bool:
+        with self._changed:
+            return len(self._jobs) >= self.capacity
 
     def __len__(self) -> int:
         with self._changed:
@@ -46,22 +51,33 @@ class JobQueue:
             self._jobs[job_id] = request
             self._changed.notify_all()
 
+    def requeue(self, batch: list[tuple[str, GenerationRequest]]) -> None:
+        """Puts jobs taken (a batch that could not run) back at the head of the queue, in order."""
+        with self._changed:
+            for job_id, request in reversed(batch):
+                self._jobs[job_id] = request
+                self._jobs.move_to_end(job_id, last=False)
+            self._changed.notify_all()
+
     def remove(self, job_id: str) -> bool:
         """Takes a queued job out (cancelled); False when it is not queued (running or finished)."""
         with self._changed:
             return self._jobs.pop(job_id, None) is not None
 
-    def take(self, max_batch: int, timeout: float | None = None) -> list[tuple[str, GenerationRequest]]:
+    def take(
+        self, max_batch: int, timeout: float | None = None, *,
+        fits: Callable[[GenerationRequest, int], bool] = lambda request, batch: True,
+    ) -> list[tuple[str, GenerationRequest]]:  # fmt: skip
         """Waits for a job; returns it with up to `max_batch - 1` later queued jobs that can share
-        its batch (`shared_request`: they differ only in prompt, negative prompt and seed). Empty
-        when `timeout` passes first."""
+        its batch (`shared_request`: they differ only in prompt, negative prompt and seed), as many
+        as `fits(request, batch size)` allows. Empty when `timeout` passes first."""
         with self._changed:
             if not self._changed.wait_for(lambda: self._jobs, timeout):
                 return []
             head_id, head = next(iter(self._jobs.items()))
             batch = [(head_id, head)]
             for job_id, request in list(self._jobs.items())[1:]:
-                if len(batch) == max_batch:
+                if len(batch) == max_batch or not fits(head, len(batch) + 1):
                     break
                 if _compatible(head, request):
                     batch.append((job_id, request))
@@ -71,6 +87,9 @@ class JobQueue:
 
 
 def _compatible(first: GenerationRequest, other: GenerationRequest) -> bool:
+    """Whether the two can share a batch; never with media, which a queue holds as stand-ins."""
+    if any(getattr(request, name) is not None for request in (first, other) for name in MEDIA_FIELDS):
+        return False
     try:
         shared_request([first, other])
     except InvalidRequestError:

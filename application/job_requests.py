@@ -3,19 +3,26 @@ field, before anything is queued; and the validated request as a job keeps it (i
 
 The client's fields are the video API's (`prompt`, `model`, `seconds`, `size`, the first frame
 as `input_reference`) and, as extensions, GenerationRequest's own; `num_frames`, `width` and
-`height` win over `seconds` and `size`."""
+`height` win over `seconds` and `size`.
+
+Media are checked from their headers (format, size, frame count) and kept as the client's bytes:
+a validated request holds 1x1 stand-ins in their place, and the job's media are decoded when it
+runs (`request_from_record`), so a queued job costs its files on disk, not their pixels."""
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import attrs
+import numpy as np
 
-from wanjax.adapters.media.images import decode_image
-from wanjax.adapters.media.video_input import decode_video
+from wanjax.adapters.media.images import decode_image, image_size
+from wanjax.adapters.media.video_input import decode_video, probe_video
+from wanjax.application.lora_folder import LoraFolder, lora_fields
+from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
@@ -32,6 +39,9 @@ CLI_FLAGS = {"--image": "input_reference", "--last-image": "last_image", "--vide
 """The CLI's flags that the domain's messages name, and the fields a client gives instead."""
 NOT_RECORDED = ("prompt", "image", "last_image", "video", "vace", "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
+MEDIA_PIXEL_MULTIPLE = 36
+"""An image or video frame may hold at most this many times the video's pixels (6 times its width
+and height: a 4032x3024 photo for an 832x480 video), checked before it is decoded."""
 
 
 def frames_for_seconds(seconds: float, fps: int) -> int:
@@ -41,12 +51,14 @@ def frames_for_seconds(seconds: float, fps: int) -> int:
 
 def validated_request(
     fields: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig, service: GenerationService,
-    *, model: str,
+    *, model: str, check_memory: Callable[[GenerationRequest], object] = lambda request: None,
+    loras: LoraFolder | None = None,
 ) -> GenerationRequest:  # fmt: skip
     """`fields` (the client's, JSON values) and `media` (file bytes by client field) over `config`'s
-    defaults, for the served `model`. Raises InvalidRequestError or ConfigError (unknown fields),
-    each naming the client's field, for whatever `service.generate` would refuse before its first
-    step."""
+    defaults, for the served `model`, its media as stand-ins (the module's docstring), LoRAs named
+    by their files in `loras`. Raises InvalidRequestError or ConfigError (unknown fields), each
+    naming the client's field, for whatever `service.generate` or `check_memory` (the memory plan)
+    would refuse, and for media the model takes no part of, before any is decoded."""
     fields = dict(fields)
     prompt = fields.pop("prompt", None)
     if not isinstance(prompt, str):
@@ -61,11 +73,13 @@ def validated_request(
     derived = {**_size_fields(given.get("size")), **_seconds_fields(given.get("seconds"), config.sampling.fps)}
     used = {name: value for name, value in derived.items() if name not in fields}
     fields.update(used)
-    images = {MEDIA_FIELDS[name]: data for name, data in media.items()}
+    lora_fields(loras, fields, REQUEST_LORA_FIELDS)
     try:
-        decoded = decoded_media(images, fields.get("num_frames", config.sampling.num_frames))
-        request = config.request(prompt, **fields, **decoded)
+        stand_ins = stand_in_media((MEDIA_FIELDS[name] for name in media), fields.get("num_frames", config.sampling.num_frames))
+        request = config.request(prompt, **fields, **stand_ins)
         service.check([request])
+        check_memory(request)
+        check_media(media, request)
     except InvalidRequestError as err:
         raise InvalidRequestError(_named_by_client(str(err), given, used)) from None
     return request
@@ -79,14 +93,54 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
     if request.sample_timesteps is not None:
         record["sample_timesteps"] = list(request.sample_timesteps)
+    record.update({name: [attrs.asdict(spec) for spec in getattr(request, name)] for name in REQUEST_LORA_FIELDS})
     media = [name for name in MEDIA_FIELDS.values() if values[name] is not None]
     return {"prompt": request.prompt, **record, "media": media}
 
 
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
-    """The request `request_record` recorded, with its media (file bytes by request field)."""
+    """The request `request_record` recorded, with its media (file bytes by request field) decoded."""
     fields = {name: value for name, value in record.items() if name != "media"}
     return config.request(fields.pop("prompt"), **fields, **decoded_media(media, fields["num_frames"]))
+
+
+def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> GenerationRequest:
+    """The request `request_record` recorded, its media as stand-ins (what a queue holds)."""
+    fields = {name: value for name, value in record.items() if name != "media"}
+    return config.request(fields.pop("prompt"), **fields, **stand_in_media(record["media"], fields["num_frames"]))
+
+
+def stand_in_media(names: Iterable[str], num_frames: Any) -> dict[str, np.ndarray]:
+    """Request fields (`image`, `last_image`, `video`) as black 1x1 pixels (`num_frames` of them for
+    the video, as a view of one): what the model's checks see of media not yet decoded (the model
+    fits media of any size to the video)."""
+    pixel = np.zeros((1, 1, 1, 3), np.uint8)
+    stand_ins: dict[str, np.ndarray] = {}
+    for name in names:
+        if name != "video":
+            stand_ins[name] = pixel[0]
+            continue
+        _check_frame_count(num_frames)
+        stand_ins[name] = np.broadcast_to(pixel, (num_frames, 1, 1, 3))
+    return stand_ins
+
+
+def check_media(media: Mapping[str, bytes], request: GenerationRequest) -> None:
+    """Each client file (by client field) readable as what its field takes, a video with at least
+    `request.num_frames` frames, and each image or frame of at most MEDIA_PIXEL_MULTIPLE times the
+    video's pixels; read from headers and packets, nothing decoded."""
+    limit = MEDIA_PIXEL_MULTIPLE * request.height * request.width
+    for name, data in media.items():
+        what = f"{name} (the request's file)"
+        if MEDIA_FIELDS[name] == "video":
+            width, height = probe_video(data, request.num_frames, what)
+        else:
+            width, height = image_size(data, what)
+        if width * height > limit:
+            raise InvalidRequestError(
+                f"{what} is {width}x{height}: for a {request.width}x{request.height} video, its pixels may be at most "
+                f"{MEDIA_PIXEL_MULTIPLE} times the video's ({limit}); scale it down, e.g. to {request.width}x{request.height}"
+            )
 
 
 def decoded_media(media: Mapping[str, bytes], num_frames: Any) -> dict[str, Any]:
@@ -98,10 +152,14 @@ def decoded_media(media: Mapping[str, bytes], num_frames: Any) -> dict[str, Any]
         if name != "video":
             decoded[name] = decode_image(data, what)
             continue
-        if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
-            raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
+        _check_frame_count(num_frames)
         decoded[name] = decode_video(data, num_frames, what)
     return decoded
+
+
+def _check_frame_count(num_frames: Any) -> None:
+    if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
+        raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
 
 
 def _size_fields(size: Any) -> dict[str, int]:

@@ -13,17 +13,26 @@ from typing import Any
 import attrs
 
 from wanjax.application.job_files import JobFiles
-from wanjax.application.job_queue import JobQueue
-from wanjax.application.job_requests import MEDIA_FIELDS, request_from_record, request_record, validated_request
+from wanjax.application.job_queue import JobQueue, QueueFull
+from wanjax.application.job_requests import (
+    MEDIA_FIELDS,
+    queued_request,
+    request_from_record,
+    request_record,
+    validated_request,
+)
+from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.metrics import ServerMetrics
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import WanjaxError
+from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
 from wanjax.domain.jobs import Job, JobCancelled, JobStatus, RunInterrupted
 from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
 
 log = logging.getLogger(__name__)
+STORE_RETRY_SECONDS = 2.0
+"""How often the worker tries the store again while it cannot be written."""
 
 
 class JobRunner:
@@ -42,21 +51,30 @@ class JobRunner:
         queue_capacity: int,
         max_batch: int,
         model: str = "demo",
+        loras: LoraFolder | None = None,
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
+        check_memory: Callable[[GenerationRequest, int], object] = lambda request, batch: None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         """`model` is the served model's name, which a request may give; `on_load_failure(error)`
         is called on the worker thread when the model cannot load (the server should exit: no job
-        can run); the jobs stay queued for the next start."""
+        can run); the jobs stay queued for the next start. `check_memory(request, batch)` refuses a
+        request whose memory plan for a batch of that size does not fit (InvalidRequestError): a
+        request alone before it is queued, and no batch grows past what fits. Requests name their
+        LoRAs by their files in `loras` (None: requests carry none)."""
         self._service = service
         self._config = config
         self._store = store
         self.files = JobFiles(output_dir)
         self.model = model
+        self.loras = loras
         self._queue = JobQueue(queue_capacity)
         self._max_batch = max_batch
         self._on_load_failure = on_load_failure
+        self._check_memory = check_memory
         self._clock = clock
+        self.store_error: str | None = None
+        """Why the store cannot be written, while it cannot (None when it can)."""
         self.load_error: BaseException | None = None
         self.metrics = ServerMetrics(lambda: len(self._queue))
         self._cancelled: set[str] = set()  # running jobs asked to stop
@@ -71,6 +89,11 @@ class JobRunner:
     def ready(self) -> bool:
         """The model is loaded (the first job will not wait for it)."""
         return self._ready.is_set()
+
+    @property
+    def working(self) -> bool:
+        """The worker thread is still running (loading the model, or running a batch)."""
+        return self._thread.is_alive()
 
     @property
     def fps(self) -> int:
@@ -102,18 +125,33 @@ class JobRunner:
         Returns once the worker has stopped (or `timeout` passed); at once while the model is
         still loading, since no job runs then."""
         self._stop.set()
-        if self._ready.is_set():
+        if self._ready.is_set() and self._thread.is_alive():
             self._thread.join(timeout)
+
+    def check_accepting(self) -> None:
+        """Raises what a submission would meet before it is read: StoreError while the store cannot
+        be written, QueueFull while the queue has no room."""
+        if self.store_error is not None:
+            raise StoreError(self.store_error)
+        if self._queue.full:
+            raise QueueFull(f"the queue holds {self._queue.capacity} jobs")
 
     def submit(self, fields: Mapping[str, Any], media: Mapping[str, bytes] = {}) -> Job:
         """Validates the client's `fields` and `media` (`job_requests.validated_request`: an
         InvalidRequestError / ConfigError naming the field), keeps the media beside the job, records
-        and queues it; QueueFull when the queue has no room (then nothing is kept)."""
-        request = validated_request(fields, media, self._config, self._service, model=self.model)
+        and queues it; QueueFull when the queue has no room, StoreError when the store cannot be
+        written (then nothing is kept)."""
+        self.check_accepting()
+        request = validated_request(fields, media, self._config, self._service, model=self.model,
+                                    check_memory=lambda request: self._check_memory(request, 1), loras=self.loras)  # fmt: skip
         job = Job(id=uuid.uuid4().hex, request=request_record(request), created_at=self._clock())
-        self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})
         try:
+            self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})
             self._queue.put(job.id, request, accept=lambda: self._store.add(job))
+        except StoreError as err:
+            self.store_error = str(err)
+            self.files.remove(job.id)
+            raise
         except BaseException:
             self.files.remove(job.id)
             raise
@@ -141,8 +179,10 @@ class JobRunner:
                     self._store.remove(job_id)
                     self.files.remove(job_id)
                 return job
-            if not self._queue.remove(job_id):
+            if not self._queue.remove(job_id):  # running: recorded cancelled before the answer
+                self._store.update(attrs.evolve(job, status=JobStatus.CANCELLED))
                 self._cancelled.add(job_id)
+                self.files.remove(job_id)
                 return job
         return self._finish(job, JobStatus.CANCELLED)
 
@@ -156,8 +196,8 @@ class JobRunner:
     def _recover(self) -> None:
         for job in self._store.unfinished():
             try:
-                media = self.files.read_media(job.id, job.request["media"])
-                request = request_from_record(job.request, media, self._config)
+                self.files.check_media(job.id, job.request["media"])
+                request = queued_request(job.request, self._config)
                 self._service.check([request])
             except (WanjaxError, OSError) as err:
                 self._finish(job, JobStatus.FAILED, error=f"cannot be run by this server after its restart: {err}")
@@ -175,11 +215,45 @@ class JobRunner:
             return
         self._ready.set()
         while not self._stop.is_set():
-            batch = self._queue.take(self._max_batch, timeout=0.2)
+            if self.store_error is not None and not self._store_back():
+                self._stop.wait(STORE_RETRY_SECONDS)
+                continue
+            batch = self._queue.take(self._max_batch, timeout=0.2, fits=self._batch_fits)
             if batch:
-                self._run([job_id for job_id, _ in batch], [request for _, request in batch])
+                self._run(batch)
 
-    def _run(self, job_ids: Sequence[str], requests: Sequence[GenerationRequest]) -> None:
+    def _batch_fits(self, request: GenerationRequest, batch: int) -> bool:
+        try:
+            self._check_memory(request, batch)
+        except InvalidRequestError:
+            return False
+        return True
+
+    def _store_back(self) -> bool:
+        """Whether the store can be written again (then it is no longer reported)."""
+        try:
+            self._store.probe()
+        except StoreError as err:
+            self.store_error = str(err)
+            return False
+        self.store_error = None
+        return True
+
+    def _run(self, batch: Sequence[tuple[str, GenerationRequest]]) -> None:
+        """Runs a batch; when the store cannot be written meanwhile, its jobs not yet recorded as
+        finished go back to the head of the queue, to run once it can."""
+        finished: set[str] = set()
+        try:
+            self._run_batch([job_id for job_id, _ in batch], finished)
+        except StoreError as err:
+            log.error("wanjax serve: %s", err)
+            self.store_error = str(err)
+            for job_id, _ in batch:
+                self._forget_progress(job_id)
+            self._queue.requeue([(job_id, request) for job_id, request in batch if job_id not in finished])
+
+    def _run_batch(self, job_ids: Sequence[str], finished: set[str]) -> None:
+        """Runs the jobs, their media decoded now, adding each to `finished` once its end is recorded."""
         started = self._clock()
         jobs = {job_id: attrs.evolve(self._store.get(job_id), status=JobStatus.RUNNING, started_at=started)
                 for job_id in job_ids}  # fmt: skip
@@ -202,28 +276,39 @@ class JobRunner:
                 if self._cancelled.issuperset(job_ids):
                     raise JobCancelled
 
+        def finish(job_id: str, status: JobStatus, **changes: Any) -> None:
+            self._finish(jobs[job_id], status, **changes)
+            finished.add(job_id)
+
         try:
+            requests = [self._decoded(jobs[job_id]) for job_id in job_ids]
             result = self._service.generate_batch(requests, on_step=on_step)
             for row, job_id in enumerate(job_ids):
                 if not self._cancel_asked(job_id):
                     self.files.write_video(job_id, result.array[row], self.fps)
-                self._finish(jobs[job_id], JobStatus.SUCCEEDED, timings=result.trace.seconds)  # or cancelled, if asked
+                finish(job_id, JobStatus.SUCCEEDED, timings=result.trace.seconds)  # or cancelled, if asked
         except JobCancelled:
             for job_id in job_ids:
-                self._finish(jobs[job_id], JobStatus.CANCELLED)
+                finish(job_id, JobStatus.CANCELLED)
         except RunInterrupted:
             for job_id in job_ids:
                 if self._cancel_asked(job_id):
-                    self._finish(jobs[job_id], JobStatus.CANCELLED)
+                    finish(job_id, JobStatus.CANCELLED)
                 else:
                     self._forget_progress(job_id)
                     self._store.update(jobs[job_id].queued_again())
+        except StoreError:
+            raise
         except Exception as err:  # a failed batch fails its jobs, never the server
             if not isinstance(err, WanjaxError):
                 log.exception("jobs %s failed", ", ".join(job_ids))
             for job_id in job_ids:
-                if not self._store.get(job_id).status.finished:
-                    self._finish(jobs[job_id], JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
+                if job_id not in finished:
+                    finish(job_id, JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
+
+    def _decoded(self, job: Job) -> GenerationRequest:
+        """The job's request with its media read from its folder and decoded."""
+        return request_from_record(job.request, self.files.read_media(job.id, job.request["media"]), self._config)
 
     def _cancel_asked(self, job_id: str) -> bool:
         with self._lock:

@@ -2,34 +2,88 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import attrs
 
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
+from wanjax.domain.offload import AUTO, OFFLOAD_SETTINGS, least_offload
 from wanjax.domain.requests import GenerationRequest
 
 
-class MemoryPlanner:
-    """Plans a request's peak memory from the checkpoint's specs and headers (no weights read)."""
+@attrs.frozen
+class DeviceSize:
+    """The memory to plan for: this machine's (the defaults, read when planning), a device named
+    on the command line (`wanjax plan --device-memory 24GiB`, planned as a GPU's), or this
+    machine's as measured once (`measured`, with its platform)."""
 
-    def __init__(self, settings: GenerationConfig, checkpoint: Any) -> None:
-        """`settings`: the resolved config (no `auto` left)."""
+    device: int | None = None
+    host: int | None = None
+    platform: str | None = None
+
+    def measured(self) -> DeviceSize:
+        """The sizes not given, read now, and the platform they are read on."""
+        from wanjax.adapters.jax.platform.device_memory import available_bytes, host_available_bytes, platform
+
+        if self.device is not None:
+            return self
+        return DeviceSize(device=available_bytes(), host=self.host or host_available_bytes(), platform=platform())
+
+
+class MemoryPlanner:
+    """Plans a request's peak memory from the checkpoint's specs and headers (no weights read),
+    and decides `offload=auto`: the least offload whose plan fits."""
+
+    def __init__(self, settings: GenerationConfig, checkpoint: Any, size: DeviceSize = DeviceSize()) -> None:
+        """`settings`: the resolved config (no `auto` left but `offload`)."""
         self._settings = settings
         self._checkpoint = checkpoint
+        self._size = size
+        self._decided: str | None = None
 
     def plan(self, request: GenerationRequest, batch: int = 1) -> MemoryPlan:
-        return planned_on_this_device(self.workload(request, batch))
+        return self._planned(self.workload(request, batch))
 
     def check(self, request: GenerationRequest, batch: int = 1) -> MemoryPlan:
         """The plan; an InvalidRequestError with the plan and what would make it fit where it does not."""
         work = self.workload(request, batch)
-        plan = planned_on_this_device(work)
+        plan = self._planned(work)
         check_fits(plan, work)
         return plan
 
+    def checker(self) -> Callable[[GenerationRequest, int], MemoryPlan]:
+        """`check(request, batch)` against this machine's free memory as it is now, measured once: a
+        server measures before its model loads, since each plan counts the weights themselves."""
+        return MemoryPlanner(self._settings, self._checkpoint, self._size.measured()).check
+
+    def offload(self) -> str:
+        """The offload the denoiser loads with: as set; for `auto`, the most any checked request
+        needed (none checked: the config's default request's)."""
+        if self._settings.denoiser.offload != AUTO:
+            return self._settings.denoiser.offload
+        if self._decided is None:
+            self.workload(self._settings.request("the config's default request"))
+        assert self._decided is not None
+        return self._decided
+
     def workload(self, request: GenerationRequest, batch: int = 1) -> Workload:
+        """`request`'s workload; with `offload=auto`, at the least offload whose plan fits."""
+        work = self._workload(request, batch)
+        if self._settings.denoiser.offload != AUTO:
+            return work
+        choice, _ = least_offload(lambda offload: self._planned(attrs.evolve(work, offload=offload)))
+        if self._decided is None or OFFLOAD_SETTINGS.index(choice) > OFFLOAD_SETTINGS.index(self._decided):
+            self._decided = choice
+        return attrs.evolve(work, offload=choice)
+
+    def _planned(self, work: Workload) -> MemoryPlan:
+        return planned_on_this_device(work, self._size)
+
+    def _workload(self, request: GenerationRequest, batch: int) -> Workload:
         settings, checkpoint = self._settings, self._checkpoint
         denoiser, mesh = settings.denoiser, settings.mesh.shape
         spec, vae = checkpoint.transformer_spec, checkpoint.vae_spec
@@ -59,9 +113,11 @@ class MemoryPlanner:
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,
+            request_lora_cache=denoiser.lora_cache_mb * 2**20 if denoiser.request_loras else None,
             row_shards=mesh.batch_ways,
             token_shards=mesh.context,
             devices=mesh.num_devices,
+            offload=denoiser.offload,
         )
 
 
@@ -71,8 +127,11 @@ def _encodes(request: GenerationRequest) -> bool:
     return any(x is not None for x in (request.image, request.last_image, request.video, request.vace))
 
 
-def planned_on_this_device(work: Workload) -> MemoryPlan:
-    """`work`'s plan against the free memory of JAX's default device."""
-    from wanjax.adapters.jax.platform.device_memory import available_bytes, platform
+def planned_on_this_device(work: Workload, size: DeviceSize = DeviceSize()) -> MemoryPlan:
+    """`work`'s plan against the free memory of JAX's default device and of the host, or `size`."""
+    from wanjax.adapters.jax.platform.device_memory import available_bytes, host_available_bytes, platform
 
-    return plan_memory(work, platform=platform(), available=available_bytes())
+    where = size.platform or (platform() if size.device is None or platform() != "cpu" else "gpu")
+    device = available_bytes() if size.device is None else size.device
+    host = host_available_bytes() if size.host is None else size.host
+    return plan_memory(work, platform=where, available=device, host_available=host)

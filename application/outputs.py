@@ -6,8 +6,8 @@ import math
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -71,18 +71,22 @@ def output_paths(path: Path, batch: int) -> list[Path]:
     return [path.with_stem(f"{path.stem}-{i}") for i in range(batch)]
 
 
-def write_output(array: np.ndarray, path: Path, fps: int) -> None:
-    """Writes `array` ([B, ...]) to `output_paths(path, B)`, each file atomically; an OutputError
-    naming the file when the system refuses (a full disk, a folder made read-only meanwhile)."""
+def write_output(
+    array: np.ndarray, path: Path, fps: int, *, committing: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> None:
+    """Writes `array` ([B, ...]) to `output_paths(path, B)`: every file under its temporary name
+    first, then all renamed into place together inside `committing()` (the CLI's refuses once a
+    stop was asked for), so a failed or stopped run leaves none of them; an OutputError naming
+    the file when the system refuses (a full disk, a folder made read-only meanwhile)."""
+    from wanjax.adapters.media.atomic import atomic_paths
     from wanjax.adapters.media.video_files import Mp4Sink, NpySink
 
-    if path.suffix.lower() != ".mp4":
-        with _refusal_named(path):
-            NpySink().write(array, path)
-        return
-    for video, target in zip(array, output_paths(path, len(array)), strict=True):
-        with _refusal_named(target):
-            Mp4Sink().write(video, target, fps)
+    targets = output_paths(path, len(array))
+    sink, items = (Mp4Sink(), array) if path.suffix.lower() == ".mp4" else (NpySink(), [array])
+    with _refusal_named(path), atomic_paths(targets, committing=committing) as temporaries:
+        for item, temporary, target in zip(items, temporaries, targets, strict=True):
+            with _refusal_named(target):
+                sink.encode(item, temporary, fps)
 
 
 @contextmanager

@@ -2,8 +2,9 @@
 
 It runs before anything loads, so bad settings fail in well under a second with the same
 message they would have given seconds or minutes later: the device mesh against the devices
-and the model, the attention kernel's availability, the VAE's runtime settings, and every
-LoRA's header against every expert's tensor headers. The checkpoint's configs and headers
+and the model, the attention kernel's availability, the VAE's runtime settings, the tokenizer
+folder against the text encoder backend, and every LoRA's header against every expert's tensor
+headers. The checkpoint's configs and headers
 were checked when it was opened, each request's geometry and mesh split are the service's
 (`GenerationService.check`), the output location is the CLI's (`outputs.check_output_path`).
 """
@@ -14,7 +15,36 @@ from collections.abc import Callable
 from typing import Any
 
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.lora import loras_per_expert
+from wanjax.domain.errors import CheckpointError, InvalidRequestError
+from wanjax.domain.lora import LoraSet, LoraSpec, loras_per_expert
+
+REQUEST_LORA_FIELDS = ("loras", "loras_low")
+"""A request's LoRA fields, by expert."""
+
+
+def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...]) -> None:
+    """Every LoRA file's header read and its deltas matched to the tensors of expert number
+    `expert` by name and shape (the merge's own check, on headers and memory-mapped views: no
+    tensor is read); a CheckpointError naming the file and keys."""
+    from wanjax.adapters.lora import with_loras
+
+    if specs:
+        with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
+
+
+class RequestLoraCheck:
+    """A request's LoRAs (per expert) checked against the checkpoint before anything loads: an
+    InvalidRequestError naming the request's field (`loras`, `loras_low`) and the problem."""
+
+    def __init__(self, checkpoint: Any) -> None:
+        self._checkpoint = checkpoint
+
+    def __call__(self, loras: LoraSet) -> None:
+        for expert, (field, specs) in enumerate(zip(REQUEST_LORA_FIELDS, loras)):
+            try:
+                check_expert_loras(self._checkpoint, expert, specs)
+            except CheckpointError as err:
+                raise InvalidRequestError(f"{field}: {err}") from None
 
 
 class Preflight:
@@ -22,7 +52,8 @@ class Preflight:
 
     `attention` and `vae_runtime` build the attention backend and the VAE's runtime (the
     container's providers: built once, kept for the run), whose construction refuses a kernel
-    this machine cannot run and VAE settings that cannot work; `settings` is resolved."""
+    this machine cannot run and VAE settings that cannot work; `tokenizer` refuses a tokenizer
+    folder the text encoder backend cannot build; `settings` is resolved."""
 
     def __init__(
         self,
@@ -30,12 +61,14 @@ class Preflight:
         checkpoint: Any,
         attention: Callable[[], Any],
         vae_runtime: Callable[[], Any],
+        tokenizer: Callable[[], None],
     ) -> None:
         self._settings = settings
         self._checkpoint = checkpoint
         self._mesh = settings.mesh.shape
         self._attention = attention
         self._vae_runtime = vae_runtime
+        self._tokenizer = tokenizer
         self._checked = False
 
     def check(self) -> None:
@@ -45,6 +78,7 @@ class Preflight:
         self._attention()
         self._check_mesh()
         self._vae_runtime()
+        self._tokenizer()
         self._check_loras()
         self._checked = True
 
@@ -58,13 +92,7 @@ class Preflight:
         self._mesh.check_heads(heads, self._settings.mesh.context_parallel)
 
     def _check_loras(self) -> None:
-        """Every LoRA file's header read and its deltas matched to the expert's tensors by name and
-        shape (the merge's own check, on headers and memory-mapped views: no tensor is read)."""
-        from wanjax.adapters.lora import with_loras
-
-        checkpoint = self._checkpoint
         denoiser = self._settings.denoiser
-        per_expert = loras_per_expert(len(checkpoint.experts), denoiser.loras, denoiser.loras_low)
-        for expert, specs in zip(checkpoint.experts, per_expert):
-            if specs:
-                with_loras(checkpoint.weights(expert), specs)
+        per_expert = loras_per_expert(len(self._checkpoint.experts), denoiser.loras, denoiser.loras_low)
+        for expert, specs in enumerate(per_expert):
+            check_expert_loras(self._checkpoint, expert, specs)

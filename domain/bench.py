@@ -60,6 +60,8 @@ class BenchResult:
     """diffusers' decode of the same shape: untiled, tiled."""
     diffusers_seconds_per_step: float | None = None
     diffusers_device: str | None = None
+    offload: str = "none"
+    offload_bytes_per_step: int = 0  # host -> device weight bytes of one step (offload=layers)
 
     @property
     def flops_per_second(self) -> float:
@@ -98,6 +100,8 @@ class BenchResult:
             "run_peak_memory_bytes": self.run_memory.bytes,
             "planned_peak_memory_bytes": self.planned_memory_bytes,
             "compile_seconds": self.compile_seconds,
+            "offload": self.offload,
+            "offload_bytes_per_step": self.offload_bytes_per_step,
         }
         if self.vae_seconds is not None:
             record.update(vae_seconds=self.vae_seconds, vae_compile_seconds=self.vae_compile_seconds)

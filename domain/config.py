@@ -135,7 +135,18 @@ class GenerationConfig:
         unknown = set(values) - names
         if unknown:
             raise ConfigError(f"unknown request field(s) {sorted(unknown)}; known: {sorted(names)}")
-        return GenerationRequest(prompt=prompt, **values)
+        try:
+            return GenerationRequest(prompt=prompt, **values)
+        except InvalidRequestError as err:
+            raise InvalidRequestError(self._with_origin(str(err), overrides)) from None
+
+    def _with_origin(self, message: str, overrides: Mapping[str, Any]) -> str:
+        """`message` (which starts `key=value:`) with where the key's value came from, when a preset
+        or checkpoint gave it."""
+        key = message.partition("=")[0]
+        if key in overrides or key not in ROUTES or self.origin(key) in ("default", "--set"):
+            return message
+        return f"{message} (from {self.origin(key)})"
 
 
 SAMPLING_KEYS = (

@@ -27,3 +27,8 @@ class OutputError(WanjaxError):
 
 class NumericalError(WanjaxError):
     """A run produced NaN or infinite values; nothing was written."""
+
+
+class StoreError(WanjaxError):
+    """The server's job store (or its output folder) cannot be read or written; the message names
+    the file and the remedy."""

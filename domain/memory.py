@@ -5,7 +5,8 @@ fit, instead of loading for minutes and dying in an allocator. Every term is ari
 the specs, the request's geometry and the config; parameter counts come from the
 checkpoint's headers (or the architecture, for `wanjax bench`).
 
-Resident through the run: the transformer weights (every expert), the VAE weights, the
+Resident through the run: the transformer weights (every expert), with per-request LoRAs a
+merged copy of them (at most all of them) and the LoRA factor cache, the VAE weights, the
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
 runtime baseline. On top of them, the largest transient: one denoising step's activations,
 the VAE decode's, or the VAE encode's (where the request encodes a video or an image first).
@@ -63,7 +64,8 @@ class Workload:
     text_tokens / image_tokens: cross-attention keys; attention: the resolved backend and its
     (block_q, block_k); weight_shards / row_shards / token_shards: how a mesh divides the
     weights (fsdp x tensor), rows (data x fsdp) and tokens (context), and devices its size
-    (the VAE decode splits frames spatially over all of them); vae: None when no VAE
+    (the VAE decode splits frames spatially over all of them); request_lora_cache: with
+    per-request LoRAs, their factor cache's bytes (else None); vae: None when no VAE
     runs (`wanjax bench` without --vae); pixels: height x width of the video;
     vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video).
     """
@@ -92,33 +94,53 @@ class Workload:
     text_encoder_dtype: str = "float32"
     text_encoder_backend: str = "torch"
     weight_shards: int = 1
+    request_lora_cache: int | None = None
     row_shards: int = 1
     token_shards: int = 1
     devices: int = 1
+    offload: str = "none"  # "layers": the blocks' weights in host memory, two on the device (domain/offload.py)
 
 
 @attrs.frozen
 class MemoryPlan:
-    """The estimated peak as named parts (bytes), against the memory there is (None: unknown)."""
+    """The estimated device peak as named parts (bytes), against the memory there is (None:
+    unknown); `host_parts` what stays in host memory meanwhile (offloaded weights), against
+    `host_available`. On a CPU the two are one memory, and both count against `available`."""
 
     parts: tuple[tuple[str, int], ...]
     available: int | None
     where: str
+    host_parts: tuple[tuple[str, int], ...] = ()
+    host_available: int | None = None
+    offload: str = "none"
 
     @property
     def peak(self) -> int:
-        return sum(size for _, size in self.parts)
+        return sum(size for _, size in self.parts) + (self.host if self.where == "cpu" else 0)
+
+    @property
+    def host(self) -> int:
+        return sum(size for _, size in self.host_parts)
+
+    @property
+    def fits_host(self) -> bool:
+        return self.where == "cpu" or self.host_available is None or self.host <= self.host_available
 
     @property
     def fits(self) -> bool:
-        return self.available is None or self.peak <= self.available
+        return (self.available is None or self.peak <= self.available) and self.fits_host
 
     def summary(self) -> str:
-        lines = [f"memory plan ({self.where}):"]
+        lines = [f"memory plan ({self.where}, offload={self.offload}):"]
         lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.parts]
         lines.append(f"  {'estimated peak':<34} {self.peak / GIB:8.2f} GiB")
         if self.available is not None:
             lines.append(f"  {'available':<34} {self.available / GIB:8.2f} GiB")
+        if self.host_parts:
+            lines.append("host memory:")
+            lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.host_parts]
+            if self.host_available is not None:
+                lines.append(f"  {'available':<34} {self.host_available / GIB:8.2f} GiB")
         return "\n".join(lines)
 
 
@@ -144,9 +166,21 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
     return total, block_kernels
 
 
-def plan_memory(work: Workload, *, platform: str, available: int | None) -> MemoryPlan:
-    """The estimated peak of `work` on `platform` ("cpu", "gpu", "tpu"), parts named."""
-    parts = [("transformer weights", _transformer_weights(work))]
+def plan_memory(
+    work: Workload, *, platform: str, available: int | None, host_available: int | None = None
+) -> MemoryPlan:
+    """The estimated peak of `work` on `platform` ("cpu", "gpu", "tpu"), parts named; with
+    `offload=layers` the blocks' weights counted in host memory, two blocks on the device."""
+    weights, blocks = _transformer_weights(work), block_weights(work)
+    host_parts = ()
+    if work.offload == "layers":
+        per_block = blocks // (work.num_experts * work.transformer.num_layers)
+        parts = [("transformer weights, 2 blocks", weights - blocks + 2 * per_block)]
+        host_parts = (("transformer blocks' weights", blocks),)
+    else:
+        parts = [("transformer weights", weights)]
+    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
+        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
     if work.kv_cache:
         parts.append(("cross-attention KV cache", _kv_cache(work)))
     if work.vae is not None:
@@ -166,7 +200,7 @@ def plan_memory(work: Workload, *, platform: str, available: int | None) -> Memo
             transients.append(("VAE encode activations", encode))
     parts.append(max(transients, key=lambda part: part[1]))
     parts.append(("runtime baseline", RUNTIME_BASELINE.get(platform, GIB)))
-    return MemoryPlan(tuple(parts), available, platform)
+    return MemoryPlan(tuple(parts), available, platform, host_parts, host_available, work.offload)
 
 
 def _transformer_weights(work: Workload) -> int:
@@ -176,6 +210,19 @@ def _transformer_weights(work: Workload) -> int:
     else:
         size = total * DTYPE_BYTES[work.weights_dtype]
     return work.num_experts * size // work.weight_shards
+
+
+def block_weights(work: Workload) -> int:
+    """Every expert's base blocks' share of `_transformer_weights` (what `offload=layers` keeps in host memory;
+    a VACE model's VACE blocks stay on the device)."""
+    spec = work.transformer
+    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None)
+    one, two = (transformer_parameters(attrs.evolve(base, num_layers=n)) for n in (1, 2))
+    block, kernels = two[0] - one[0], two[1] - one[1]  # one block: all its parameters, its matmul kernels
+    fp8 = work.weights_dtype == "float8_e4m3fn"
+    dtype = work.activations_dtype if fp8 else work.weights_dtype
+    size = kernels * (1 if fp8 else DTYPE_BYTES[dtype]) + (block - kernels) * DTYPE_BYTES[dtype]
+    return work.num_experts * spec.num_layers * size // work.weight_shards
 
 
 def _kv_cache(work: Workload) -> int:
@@ -192,6 +239,8 @@ def _step_activations(work: Workload, platform: str) -> int:
     tokens = math.ceil(work.tokens / work.token_shards)
     per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
     stream = rows * tokens * per_token
+    if platform != "cpu":  # fitted in fp32; an H200 held 11.5 GiB of bf16 step activations where this says 34.3
+        stream *= DTYPE_BYTES[work.activations_dtype] / 4
     heads, hints = spec.num_attention_heads, len(spec.vace_layers or ())
     if work.attention in MATERIALISES_LOGITS:  # every query's logits over every key, at once
         queries, keys = tokens, work.tokens
@@ -280,10 +329,17 @@ def advice(plan: MemoryPlan, work: Workload) -> list[str]:
     """Settings that lower the largest parts of a plan that does not fit, most effective first."""
     sizes = dict(plan.parts)
     options = []
+    if not plan.fits_host:
+        options.append("--set offload=none (the blocks' weights on the device), or a machine with more host memory")
+    if work.offload == "none" and sizes.get("transformer weights", 0) > 0.3 * plan.peak:
+        options.append("--set offload=layers (the blocks' weights in host memory, two blocks at a time on the device)")
     if work.attention in MATERIALISES_LOGITS:
         options.append("--set attention=auto (a kernel that never holds the whole logit matrix)")
     if sizes.get("transformer weights", 0) > 0.3 * plan.peak and work.weights_dtype != "float8_e4m3fn":
         options.append("--set weights_dtype=float8_e4m3fn (the blocks' weights in half of bf16's memory)")
+    if work.request_lora_cache is not None:
+        options.append("LoRAs merged at load (--lora) instead of per request (request_loras=false, no --lora-dir): "
+                       "no second copy of the weights")
     if "VAE decode activations" in sizes and not work.vae_tile:
         options.append("--set vae_tiling=true (decode in 256-pixel tiles)")
     if "VAE decode activations" in sizes and (work.vae_decode_chunk or 2) > 1:
@@ -299,10 +355,13 @@ def check_fits(plan: MemoryPlan, work: Workload) -> None:
     """Raises InvalidRequestError with the plan and what would make it fit, where it does not."""
     if plan.fits:
         return
-    assert plan.available is not None
     options = "\n".join(f"  - {option}" for option in advice(plan, work))
+    if plan.fits_host:
+        assert plan.available is not None
+        needs = f"{plan.peak / GIB:.1f} GiB and {plan.where} has {plan.available / GIB:.1f} GiB free"
+    else:
+        assert plan.host_available is not None
+        needs = f"{plan.host / GIB:.1f} GiB of host memory and the host has {plan.host_available / GIB:.1f} GiB free"
     raise InvalidRequestError(
-        f"this request needs about {plan.peak / GIB:.1f} GiB and {plan.where} has "
-        f"{plan.available / GIB:.1f} GiB free; nothing was loaded.\n{plan.summary()}\n"
-        f"What would make it fit:\n{options}"
+        f"this request needs about {needs}; nothing was loaded.\n{plan.summary()}\nWhat would make it fit:\n{options}"
     )

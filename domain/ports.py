@@ -7,6 +7,7 @@ stated in each contract. Adapters implement these; tests swap in fakes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import attrs
@@ -15,6 +16,7 @@ import numpy as np
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.jobs import Job
+from wanjax.domain.lora import LoraSet
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
@@ -78,6 +80,15 @@ class Denoiser(Protocol):
     ) -> Denoised: ...
 
 
+class LoraSwitch(Protocol):
+    """A request's LoRAs applied to the loaded denoiser for its run, without reloading or recompiling."""
+
+    def applied(self, loras: LoraSet) -> AbstractContextManager[None]:
+        """While the context lasts, the denoiser runs with `loras` (per expert, high noise first;
+        none: the model as loaded); a run asking for other LoRAs waits for it to end."""
+        ...
+
+
 class VideoAutoencoder(Protocol):
     """Latents [B, F', H', W', C] (as the denoiser emits them) -> frames; input images or a video -> latents."""
 
@@ -108,7 +119,12 @@ class VideoAutoencoder(Protocol):
 
 
 class JobStore(Protocol):
-    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill."""
+    """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill. Each
+    method raises StoreError (domain.errors) when the store cannot be read or written."""
+
+    def probe(self) -> None:
+        """Returns once a write can be committed (StoreError otherwise); changes no job."""
+        ...
 
     def add(self, job: Job) -> None: ...
 

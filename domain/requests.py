@@ -2,30 +2,49 @@
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
-from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS, check_sampler, checked_timesteps
+from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.lora import LoraSpec, parse_lora_specs
+from wanjax.domain.scheduling import (
+    MAX_INFERENCE_STEPS,
+    SIGMA_SCHEDULES,
+    SOLVERS,
+    check_sampler,
+    checked_timesteps,
+)
 from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
 from wanjax.domain.vace import VaceInputs
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
 MAX_GUIDANCE_SCALE = 100.0  # far above any published recipe; 1e30 made uniform grey, inf NaN
+MAX_SIZE = 16384  # pixels: 1024 positions (every Wan model's rope_max_seq_len) x patch 2 x VAE 8
+MAX_FRAMES = 4093  # 4k+1 frames filling those 1024 positions at 4 frames per latent
+FLOW_SHIFTS = (0.01, 100.0)
+"""flow_shift's range: published recipes use 1 to 17; every solver's grid is finite over 1e-4 to
+300 at 1 to 1000 steps; 100 is also ComfyUI's ModelSamplingSD3 ceiling."""
+MAX_PROMPT_CHARACTERS = 20_000
+"""A prompt or negative prompt's length at most: about 40 times what the text encoder reads
+(512 tokens, roughly 2,000 characters of English), checked before anything tokenises it."""
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
     raise InvalidRequestError(f"{name}={value!r}: {fix}")
 
 
-def _multiple_of_16(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < SIZE_MULTIPLE:
-        _fail(attribute.name, value, f"must be an integer of at least {SIZE_MULTIPLE}")
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def pixel_size(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    """Validates a height or width: a multiple of 16 up to MAX_SIZE."""
+    if not _is_int(value) or not SIZE_MULTIPLE <= value <= MAX_SIZE:
+        _fail(attribute.name, value, f"must be an integer from {SIZE_MULTIPLE} to {MAX_SIZE}")
     if value % SIZE_MULTIPLE:
         lower = value - value % SIZE_MULTIPLE
         _fail(
@@ -35,17 +54,22 @@ def _multiple_of_16(_: Any, attribute: attrs.Attribute, value: int) -> None:
         )
 
 
-def _four_k_plus_one(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        _fail(attribute.name, value, "must be a positive integer of the form 4k+1 (1, 5, ..., 81)")
+def frame_count(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    """Validates a frame count: 4k+1 up to MAX_FRAMES."""
+    if not _is_int(value) or not 1 <= value <= MAX_FRAMES:
+        _fail(attribute.name, value, f"must be an integer of the form 4k+1 from 1 to {MAX_FRAMES} (1, 5, ..., 81)")
     if value % 4 != 1:
         lower = value - (value - 1) % 4
         _fail(attribute.name, value, f"must be 4k+1 (the VAE packs 4 frames per latent); use {lower} or {lower + 4}")
 
 
-def _positive_int(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        _fail(attribute.name, value, "must be an integer >= 1")
+def _steps(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not _is_int(value) or not 1 <= value <= MAX_INFERENCE_STEPS:
+        _fail(
+            attribute.name, value,
+            f"must be an integer from 1 to {MAX_INFERENCE_STEPS} (one step per training timestep; "
+            "published recipes use 4 to 50)",
+        )  # fmt: skip
 
 
 def _guidance(_: Any, attribute: attrs.Attribute, value: float) -> None:
@@ -57,9 +81,10 @@ def _guidance(_: Any, attribute: attrs.Attribute, value: float) -> None:
         )  # fmt: skip
 
 
-def _positive_float(_: Any, attribute: attrs.Attribute, value: float) -> None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value < math.inf:
-        _fail(attribute.name, value, "must be a finite number > 0")
+def _flow_shift(_: Any, attribute: attrs.Attribute, value: float) -> None:
+    low, high = FLOW_SHIFTS
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not low <= value <= high:
+        _fail(attribute.name, value, f"must be a number from {low:g} to {high:g} (published Wan recipes use 1 to 17)")
 
 
 def _optional_guidance(instance: Any, attribute: attrs.Attribute, value: float | None) -> None:
@@ -73,18 +98,24 @@ def _optional_ratio(_: Any, attribute: attrs.Attribute, value: float | None) -> 
 
 
 def _seed(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_SEED:
+    if not _is_int(value) or not 0 <= value <= MAX_SEED:
         _fail(attribute.name, value, f"must be an integer in [0, {MAX_SEED}]")
 
 
-def _prompt(_: Any, attribute: attrs.Attribute, value: str) -> None:
-    if not isinstance(value, str) or not value.strip():
+def _prompt(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    _text(instance, attribute, value)
+    if not value.strip():
         _fail(attribute.name, value, "must be a non-empty text")
 
 
 def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
     if not isinstance(value, str):
         _fail(attribute.name, value, "must be a text")
+    if len(value) > MAX_PROMPT_CHARACTERS:
+        _fail(
+            attribute.name, f"<{len(value)} characters>",
+            f"must be at most {MAX_PROMPT_CHARACTERS} characters (the text encoder reads its first 512 tokens)",
+        )  # fmt: skip
 
 
 def _optional_pixels(layout: str):
@@ -126,9 +157,21 @@ def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
     return None if value is None else checked_timesteps(value)
 
 
+def _loras(value: Any, _: Any, field: attrs.Attribute) -> tuple[LoraSpec, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        _fail(field.name, value, "must be a list of LoRAs (LoraSpec(path, scale), or PATH[:SCALE] text)")
+    try:
+        return parse_lora_specs(value)
+    except ConfigError as err:
+        raise InvalidRequestError(f"{field.name}: {err}") from None
+
+
+_LORAS = attrs.Converter(_loras, takes_self=True, takes_field=True)
+
+
 def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
-    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-        _fail(attribute.name, value, "must be an integer >= 0 (a step index), or unset")
+    if value is not None and (not _is_int(value) or not 0 <= value <= MAX_INFERENCE_STEPS):
+        _fail(attribute.name, value, f"must be a step index from 0 to {MAX_INFERENCE_STEPS}, or unset")
 
 
 @attrs.frozen(kw_only=True)
@@ -138,17 +181,17 @@ class GenerationRequest:
 
     prompt: str = attrs.field(validator=_prompt)
     negative_prompt: str = attrs.field(default="", validator=_text)
-    height: int = attrs.field(validator=_multiple_of_16)
-    width: int = attrs.field(validator=_multiple_of_16)
-    num_frames: int = attrs.field(validator=_four_k_plus_one)
-    num_inference_steps: int = attrs.field(validator=_positive_int)
+    height: int = attrs.field(validator=pixel_size)
+    width: int = attrs.field(validator=pixel_size)
+    num_frames: int = attrs.field(validator=frame_count)
+    num_inference_steps: int = attrs.field(validator=_steps)
     guidance_scale: float = attrs.field(validator=_guidance)
     guidance_scale_low: float | None = attrs.field(default=None, validator=_optional_guidance)
     """Guidance of the low-noise expert (Wan 2.2 A14B); None means `guidance_scale`."""
     boundary_ratio: float | None = attrs.field(default=None, validator=_optional_ratio)
     """Where the low-noise expert takes over, as a fraction of the 1000 training timesteps;
     None means the checkpoint's own value."""
-    flow_shift: float = attrs.field(validator=_positive_float)
+    flow_shift: float = attrs.field(validator=_flow_shift)
     sample_solver: str = attrs.field(default="unipc", validator=_solver)
     sigma_schedule: str = attrs.field(default="official", validator=_sigma_schedule)
     """The UniPC noise grid: the Wan code's (`official`) or diffusers >= 0.37's (`diffusers`);
@@ -174,6 +217,11 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
+    added in order on top of the model as loaded (its config's `loras` included)."""
+    loras_low: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """Wan 2.2 A14B: LoRAs applied to the low-noise expert for this run only."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 

@@ -16,6 +16,8 @@ import attrs
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
+from wanjax.domain.offload import OFFLOAD_SETTINGS
+from wanjax.domain.requests import frame_count, pixel_size
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS
 from wanjax.domain.sharding import CONTEXT_PARALLEL, MeshShape, parse_rule_overrides
 
@@ -26,6 +28,7 @@ SCHEDULER_DTYPES = ("float32", "bfloat16")
 VAE_CONVOLUTIONS = (AUTO, "3d", "frames")
 TEXT_ENCODER_BACKENDS = ("torch", "jax")
 MAX_TEXT_TOKENS = 512  # text_len of every Wan model: what their cross-attention was trained on
+MAX_FPS = 1000  # the mp4's frame rate; the Wan models make 16 (2.1) or 24 (2.2 TI2V) a second
 
 
 def flat_key(attribute: attrs.Attribute) -> str:
@@ -44,6 +47,11 @@ def _one_of(allowed: tuple[str, ...]):
 def _positive(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if value < 1:
         raise ConfigError(f"{flat_key(attribute)}={value!r}: must be >= 1")
+
+
+def _fps(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not 1 <= value <= MAX_FPS:
+        raise ConfigError(f"{flat_key(attribute)}={value!r}: must be from 1 to {MAX_FPS} frames a second")
 
 
 def _optional_positive(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
@@ -118,10 +126,26 @@ class DenoiserSettings:
     """Cross-attention K/V of the text (and I2V image) computed once per generation, not every step."""
     scan_diffusion_loop: bool = False
     """All denoising steps as one jax.lax.scan (no per-step progress; a new step count recompiles)."""
+    offload: str = attrs.field(default="none", validator=_one_of(OFFLOAD_SETTINGS))
+    """Where the transformer's weights live: none (on the device), layers (the blocks' weights in
+    host memory, each block's copied to the device as the one before it runs; needs scan_layers),
+    auto (the least offload the memory plan says fits; docs/performance.md, "Offload")."""
     loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
+    request_loras: bool = False
+    """Requests may carry their own LoRAs (`wanjax serve --lora-dir` sets it): merged on the device
+    per run into a copy of the weights they change, kept beside the base weights."""
+    lora_cache_mb: int = attrs.field(default=1024, validator=_positive)
+    """With request_loras: the device memory (MiB) that request LoRAs' factors are cached in."""
+
+    def __attrs_post_init__(self) -> None:
+        if self.offload == "layers" and not self.scan_layers:
+            raise ConfigError("offload=layers streams the scanned block stack: set scan_layers=true, or offload=none")
+        if self.offload == "layers" and self.request_loras:
+            raise ConfigError("request_loras merges into a copy of the weights on the device, which offload=layers "
+                              "keeps in host memory: set offload=none, or merge the LoRAs at load (--lora)")  # fmt: skip
 
     @property
     def is_fp8(self) -> bool:
@@ -231,11 +255,13 @@ class StartupSettings:
 
 @attrs.frozen(kw_only=True)
 class SamplingDefaults:
-    """Each request's defaults; the request (domain/requests.py) validates the values it gets."""
+    """Each request's defaults; the request (domain/requests.py) validates the values it gets (the
+    size and frame count are also checked here, before input media are read at them)."""
 
-    height: int = 480
-    width: int = 832
-    num_frames: int = 81
+    height: int = attrs.field(default=480, validator=pixel_size)
+    width: int = attrs.field(default=832, validator=pixel_size)
+    num_frames: int = attrs.field(default=81, validator=frame_count)
+    """Checked here as well as in each request: input media are read at this size before any request."""
     num_inference_steps: int = 50
     guidance_scale: float = 5.0
     guidance_scale_low: float | None = attrs.field(default=None, metadata={"parse": float})
@@ -251,7 +277,7 @@ class SamplingDefaults:
     """Video-to-video: the share of the steps run on the noised source video, (0, 1]; unset: 0.8."""
     negative_prompt: str = ""
     seed: int = 0
-    fps: int = attrs.field(default=16, validator=_positive)
+    fps: int = attrs.field(default=16, validator=_fps)
 
 
 def platform_dtype(platform: str) -> str:

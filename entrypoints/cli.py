@@ -13,10 +13,11 @@ import numpy as np
 
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
-from wanjax.entrypoints.interrupts import Interrupted, signals_interrupt
+from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
+    from wanjax.application.memory import DeviceSize
     from wanjax.domain.config import GenerationConfig
     from wanjax.domain.requests import GenerationRequest
 
@@ -46,6 +47,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (gen, plan):
         _add_generation_arguments(sub)
+    plan.add_argument("--device-memory", metavar="SIZE",
+                      help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's device)")
+    plan.add_argument("--host-memory", metavar="SIZE",
+                      help="the host memory to plan offloaded weights against, e.g. 128GiB (default: this machine's)")
     commands.add_parser("presets", help="list the presets")
     _add_bench_parser(commands)
     add_serve_parser(commands)
@@ -125,11 +130,12 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
-        with signals_interrupt():
-            return _run_command(args)
+        with signals_interrupt() as stops:  # first: a signal before it ends the process Python's way
+            status = _run_command(build_parser().parse_args(argv), stops)
+            stops.check()  # a signal whose exception something swallowed still stops the run
+            return status
     except WanjaxError as err:
         print(f"wanjax: error: {err}", file=sys.stderr)
         return 2
@@ -138,21 +144,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return stop.exit_status
 
 
-def _run_command(args: argparse.Namespace) -> int:
+def _run_command(args: argparse.Namespace, stops: Stops) -> int:
     if args.command == "presets":
         from wanjax.application.presets import preset_names
 
         print("\n".join(preset_names()))
         return 0
     if args.command == "plan":
-        return _generate(args, plan_only=True)
+        return _generate(args, stops, plan_only=True)
     if args.command == "bench":
         return _bench(args)
     if args.command == "serve":
         from wanjax.entrypoints.serve import serve
 
-        return serve(args, set_overrides(args))
-    return _generate(args)
+        return serve(args, set_overrides(args), stops)
+    return _generate(args, stops)
 
 
 def set_overrides(args: argparse.Namespace) -> dict[str, object]:
@@ -229,8 +235,9 @@ def _join_process_group(args: argparse.Namespace) -> None:
         initialize(group)
 
 
-def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
-    """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed."""
+def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False) -> int:
+    """`generate`, or with `plan_only` (`wanjax plan`) everything up to its memory plan, printed.
+    `stops` is asked at each step and between phases, and last when the output is renamed into place."""
     _join_process_group(args)
     from wanjax.adapters.jax.platform.distributed import is_primary
     from wanjax.application.caches import configure_compilation_cache
@@ -244,9 +251,17 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     )
     from wanjax.application.presets import resolve_config
 
-    config = resolve_config(args.model, set_overrides(args))
+    published = plan_only and _not_downloaded(args)  # planned from its published architecture
+    config = resolve_config(args.model, set_overrides(args), read_checkpoint=not published)
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
     container = build_container(config)
+    if published:
+        from dependency_injector import providers
+
+        from wanjax.application.published import PublishedCheckpoint
+
+        container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
+    size = _planned_size(args, container) if plan_only else None
     is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, is_vace))
     request = requests[0]
@@ -254,6 +269,13 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     check_output_path(args.out, output_type)
     latents = _read_latents(args.latents) if args.latents else None
 
+    if published or size is not None:  # no weights here, or another machine's memory: this one's devices unchecked
+        from wanjax.application.memory import DeviceSize, MemoryPlanner
+
+        planner = MemoryPlanner(container.settings(), container.checkpoint(), size or DeviceSize())
+        plan = planner.check(request, batch=len(requests))
+        print(f"{config.describe()}\n{plan.summary()}")
+        return 0
     service = container.service()
     service.check(requests)
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
@@ -268,11 +290,18 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
     warmup = None
     if config.startup.warmup:
         warmup = service.warmup(requests, initial_latents=latents, output_type=output_type)
+        stops.check()
     progress = StepProgress(disable=args.quiet)
+
+    def on_step(done: int, total: int) -> None:
+        stops.check()
+        progress(done, total)
+
     try:
-        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=progress)
+        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=on_step)
     finally:
         progress.close()
+    stops.check()
     if warmup is not None:  # the load happened in the warm-up; the rest of it is one line
         load = warmup.seconds.pop("load", 0.0)
         result.trace.add("load", load)
@@ -281,7 +310,8 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
         print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
         return 0
     written = output_paths(args.out, len(result.array))
-    write_output(result.array, args.out, config.sampling.fps)
+    # Once the output is in place the run is over: a signal after it no longer stops the rest.
+    write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
     if result.calibration is not None:
         written.append(calibration_path(args.out))
         dtype = container.settings().model.dtype
@@ -295,6 +325,31 @@ def _generate(args: argparse.Namespace, *, plan_only: bool = False) -> int:
             print(f"cache_policy={request.cache.policy}: {report.steps_skipped} of {report.num_steps} steps skipped")
     print("\n".join(f"wrote {path}" for path in written))
     return 0
+
+
+def _not_downloaded(args: argparse.Namespace) -> bool:
+    """`--model` is a published model whose weights are not on this machine."""
+    from wanjax.adapters.checkpoints.locate import local_checkpoint
+    from wanjax.application.presets import resolve_config
+    from wanjax.domain.architectures import ARCHITECTURES
+
+    location = resolve_config(args.model, set_overrides(args), read_checkpoint=False).model.location
+    return location in ARCHITECTURES and local_checkpoint(location) is None
+
+
+def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None:
+    """`plan --device-memory/--host-memory`: the sizes to plan for, None without them. A device
+    size plans for an accelerator: on a CPU machine the config resolves as on a GPU (bfloat16)."""
+    from wanjax.application.memory import DeviceSize
+    from wanjax.domain.sizes import parse_size
+
+    if args.device_memory is None and args.host_memory is None:
+        return None
+    device = None if args.device_memory is None else parse_size(args.device_memory, what="--device-memory")
+    host = None if args.host_memory is None else parse_size(args.host_memory, what="--host-memory")
+    if device is not None and container.platform() == "cpu":
+        container.platform.override("gpu")
+    return DeviceSize(device, host)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -329,6 +384,11 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak before the VAE ({result.memory.source}); "
         f"{result.run_memory.bytes / 2**30:.2f} GiB the whole run's; planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
+    if result.offload_bytes_per_step:
+        lines.append(
+            f"offload    {result.offload}: {result.offload_bytes_per_step / 2**20:.1f} MiB of weights "
+            f"moved to the device per step"
+        )
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
     if result.vae_memory is not None:

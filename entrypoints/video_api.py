@@ -10,7 +10,8 @@ import json
 from typing import Any
 
 import attrs
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from wanjax.application.job_requests import MEDIA_FIELDS
@@ -37,8 +38,9 @@ async def read_submission(request: Request) -> tuple[dict[str, Any], dict[str, b
         return await _form_submission(request)
     try:
         body = await request.json()
-    except ValueError:
-        raise InvalidRequestError("the body is neither multipart/form-data nor a JSON object of request fields") from None
+    except (ValueError, RecursionError):  # RecursionError: nested past Python's stack
+        raise InvalidRequestError("the body is neither multipart/form-data nor a JSON object of request fields "
+                                  "(nested at most a few hundred levels)") from None  # fmt: skip
     if not isinstance(body, dict):
         raise InvalidRequestError(f"the body must be a JSON object of request fields, not a {type(body).__name__}")
     media = {name: _base64(body.pop(name), name) for name in MEDIA_FIELDS if body.get(name) is not None}
@@ -46,23 +48,34 @@ async def read_submission(request: Request) -> tuple[dict[str, Any], dict[str, b
 
 
 async def _form_submission(request: Request) -> tuple[dict[str, Any], dict[str, bytes]]:
+    try:
+        form = await request.form(max_files=len(MEDIA_FIELDS), max_fields=100)
+    except HTTPException as err:  # Starlette's refusal of a form past its limits
+        raise InvalidRequestError(f"the form: {err.detail} (a text field holds at most 1 MiB, a form "
+                                  f"{len(MEDIA_FIELDS)} files and 100 fields)") from None  # fmt: skip
+    try:
+        return await _form_fields(form)
+    finally:
+        await form.close()
+
+
+async def _form_fields(form: FormData) -> tuple[dict[str, Any], dict[str, bytes]]:
     fields: dict[str, Any] = {}
     media: dict[str, bytes] = {}
-    async with request.form(max_files=len(MEDIA_FIELDS), max_fields=100) as form:
-        for key, value in form.multi_items():
-            name = key.removesuffix("[]")
-            if name.partition("[")[0] in MEDIA_FIELDS:
-                if not isinstance(value, UploadFile) or name != key:
-                    raise InvalidRequestError(f"{key}: upload the file itself (a reference by URL or file id is not fetched)")
-                media[name] = await value.read()
-            elif isinstance(value, UploadFile):
-                raise InvalidRequestError(f"{key}: not a file field; the files are {FILE_FIELDS}")
-            elif name != key:  # the SDK's form of a list: `name[]` once per item
-                fields.setdefault(name, []).append(_form_value(name, value))
-            elif name in fields:
-                raise InvalidRequestError(f"{name}: given twice; give it once")
-            else:
-                fields[name] = _form_value(name, value)
+    for key, value in form.multi_items():
+        name = key.removesuffix("[]")
+        if name.partition("[")[0] in MEDIA_FIELDS:
+            if not isinstance(value, UploadFile) or name != key:
+                raise InvalidRequestError(f"{key}: upload the file itself (a reference by URL or file id is not fetched)")
+            media[name] = await value.read()
+        elif isinstance(value, UploadFile):
+            raise InvalidRequestError(f"{key}: not a file field; the files are {FILE_FIELDS}")
+        elif name != key:  # the SDK's form of a list: `name[]` once per item
+            fields.setdefault(name, []).append(_form_value(name, value))
+        elif name in fields:
+            raise InvalidRequestError(f"{name}: given twice; give it once")
+        else:
+            fields[name] = _form_value(name, value)
     return fields, media
 
 
@@ -71,8 +84,8 @@ def _form_value(name: str, text: str) -> Any:
         return text
     try:
         return json.loads(text)
-    except ValueError:
-        raise InvalidRequestError(f"{name}={text!r}: not a number (or JSON value)") from None
+    except (ValueError, RecursionError):
+        raise InvalidRequestError(f"{name}={text[:40]!r}: not a number (or JSON value)") from None
 
 
 def _base64(value: Any, name: str) -> bytes:

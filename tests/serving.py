@@ -27,14 +27,16 @@ def free_port() -> int:
 class Server:
     """A `wanjax serve` subprocess (with SMALL and the token TOKEN) and an httpx client for it."""
 
-    def __init__(self, output_dir: Path, cache: Path, *, queue_size: int = 3) -> None:
+    def __init__(self, output_dir: Path, cache: Path, *, queue_size: int = 3, options: tuple[str, ...] = ()) -> None:
+        """`options`: more of `wanjax serve`'s flags."""
         self.output_dir, self.cache, self.port, self.queue_size = output_dir, cache, free_port(), queue_size
+        self.options = options
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = None
 
     def start(self) -> "Server":
         args = ["serve", "--port", str(self.port), "--output-dir", str(self.output_dir), "--token", TOKEN,
-                "--queue-size", str(self.queue_size), "--max-batch", "4", *SMALL]  # fmt: skip
+                "--queue-size", str(self.queue_size), "--max-batch", "4", *SMALL, *self.options]  # fmt: skip
         env = {**os.environ, "WANJAX_CACHE": str(self.cache)}
         log = (self.output_dir.parent / f"{self.output_dir.name}.log").open("ab")
         command = [sys.executable, str(TESTS / "slow_steps_serve.py"), *args]

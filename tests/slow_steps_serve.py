@@ -1,5 +1,7 @@
 """`wanjax serve` whose denoising steps each last at least STEP_SECONDS longer, so that a test's
-long job is still running when the test signals or cancels it, however fast the machine.
+long job is still running when the test signals or cancels it, however fast the machine; a job
+whose prompt begins with "stuck" spends STUCK_SECONDS before its first step, as a long compile,
+conditioning or VAE decode would (no step callback meanwhile).
 
 Arguments: the CLI's own (`serve ...`).
 """
@@ -11,6 +13,7 @@ import wanjax.entrypoints.cli as cli
 from wanjax.application.service import GenerationService
 
 STEP_SECONDS = 0.02
+STUCK_SECONDS = 300
 
 generate_batch = GenerationService.generate_batch
 
@@ -21,6 +24,8 @@ def generate_batch_with_slow_steps(self, requests, *, on_step=None, **kwargs):
         if on_step is not None:
             on_step(done, total)
 
+    if any(request.prompt.startswith("stuck") for request in requests):
+        time.sleep(STUCK_SECONDS)
     return generate_batch(self, requests, on_step=slow_step, **kwargs)
 
 

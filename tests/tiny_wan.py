@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
+from tokenizer_kinds import write_tokenizer
 from wanjax.adapters.torch.demo_umt5 import write_demo_text_encoder
 from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
 
@@ -35,17 +35,18 @@ compare with diffusers take it from the folder, as diffusers does."""
 IMAGE_DIM = 32  # the demo CLIP's hidden size
 
 
-def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None):
+def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None, tokenizer_kind: str = "tokenizer.json"):
     """A diffusers WanPipeline with seeded random weights (UniPC flow scheduler, as Wan ships).
 
     With `boundary_ratio`, a Wan 2.2 A14B-style pipeline: a second expert `transformer_2`
-    of the same architecture with its own weights.
+    of the same architecture with its own weights. `tokenizer_kind` is one of
+    tokenizer_kinds.TOKENIZER_KINDS; the text encoder's vocabulary fits it.
     """
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
     from transformers import AutoTokenizer, UMT5EncoderModel
 
     with tempfile.TemporaryDirectory() as scratch:
-        write_demo_tokenizer(Path(scratch) / "tokenizer")
+        write_tokenizer(Path(scratch) / "tokenizer", tokenizer_kind)
         tokenizer = AutoTokenizer.from_pretrained(Path(scratch) / "tokenizer")
         write_demo_text_encoder(Path(scratch) / "text_encoder", vocab_size=len(tokenizer), seed=seed, d_model=TEXT_DIM)
         text_encoder = UMT5EncoderModel.from_pretrained(Path(scratch) / "text_encoder")
@@ -146,3 +147,47 @@ def tiny_wan_vace_pipeline(seed: int = 0):
     )  # fmt: skip
     pipe.set_progress_bar_config(disable=True)
     return pipe
+
+
+def tiny_wan_v2v_pipeline(seed: int = 0):
+    """A diffusers WanVideoToVideoPipeline: the T2V parts (a text-to-video model) under its class."""
+    from diffusers import WanVideoToVideoPipeline
+
+    text = tiny_wan_pipeline(seed)
+    pipe = WanVideoToVideoPipeline(
+        tokenizer=text.tokenizer, text_encoder=text.text_encoder, vae=text.vae, scheduler=text.scheduler,
+        transformer=text.transformer,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def tiny_wan_animate_pipeline(seed: int = 0):
+    """A diffusers WanAnimatePipeline (Wan-Animate: pose and face videos drive a character), shrunk."""
+    from diffusers import WanAnimatePipeline, WanAnimateTransformer3DModel
+
+    i2v = tiny_wan_i2v_pipeline(seed)
+    inner = TINY_TRANSFORMER["num_attention_heads"] * TINY_TRANSFORMER["attention_head_dim"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed + 4)
+        transformer = WanAnimateTransformer3DModel(
+            **dict(TINY_TRANSFORMER, in_channels=36), image_dim=IMAGE_DIM, added_kv_proj_dim=inner,
+            motion_encoder_channel_sizes={"4": 8, "8": 8, "16": 8}, motion_encoder_size=16, motion_style_dim=8,
+            motion_dim=4, motion_encoder_dim=8, face_encoder_hidden_dim=8, face_encoder_num_heads=2,
+            inject_face_latents_blocks=1,
+        )  # fmt: skip
+    pipe = WanAnimatePipeline(
+        tokenizer=i2v.tokenizer, text_encoder=i2v.text_encoder, vae=i2v.vae, scheduler=i2v.scheduler,
+        image_processor=i2v.image_processor, image_encoder=i2v.image_encoder, transformer=transformer,
+    )  # fmt: skip
+    pipe.set_progress_bar_config(disable=True)
+    return pipe
+
+
+def with_tokenizer(pipe, tokenizer_kind: str):
+    """`pipe` (any Wan pipeline) of the same class and components, but with a tokenizer of
+    `tokenizer_kind` and a text encoder whose vocabulary fits it."""
+    text = tiny_wan_pipeline(tokenizer_kind=tokenizer_kind)
+    swapped = type(pipe)(**{**pipe.components, "tokenizer": text.tokenizer, "text_encoder": text.text_encoder})
+    swapped.set_progress_bar_config(disable=True)
+    return swapped

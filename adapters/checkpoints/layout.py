@@ -7,7 +7,7 @@ from pathlib import Path
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.official_folder import OfficialCheckpoint, is_official_folder
-from wanjax.domain.errors import CheckpointError
+from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 
 
 def open_checkpoint_folder(root: Path, replaced: ReplacedFiles = ReplacedFiles()) -> Checkpoint:
@@ -21,6 +21,13 @@ def open_checkpoint_folder(root: Path, replaced: ReplacedFiles = ReplacedFiles()
         return DiffusersCheckpoint(root, replaced)
     if is_official_folder(root):
         return OfficialCheckpoint(root, replaced)
+    if (root / "modular_model_index.json").is_file():
+        raise UnsupportedModelError(
+            f"{root} is a diffusers modular pipeline folder (modular_model_index.json, saved by a "
+            "ModularPipeline such as WanModularPipeline), which wanjax does not read: its guiders and defaults "
+            "live in the pipeline's blocks. Save the same components with a WanPipeline (or "
+            "WanImageToVideoPipeline, WanVACEPipeline) and point --model at that folder"
+        )
     raise CheckpointError(
         f"{root} is not a Wan checkpoint: model_index.json is missing (a diffusers-format folder, "
         "e.g. Wan-AI/Wan2.1-T2V-1.3B-Diffusers, has it) and so is config.json (an official-format "

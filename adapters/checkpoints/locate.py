@@ -25,6 +25,23 @@ def locate_checkpoint(model: str) -> Path:
     return _from_hub(model)
 
 
+def local_checkpoint(model: str) -> Path | None:
+    """`model`'s folder on this machine (the folder itself, or a repo id's snapshot in the Hugging
+    Face cache), None where it would have to be downloaded; never asks the hub."""
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    path = Path(model).expanduser()
+    if path.is_dir():
+        return path
+    if not REPO_ID.match(model):
+        return None
+    try:
+        return Path(snapshot_download(model, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError):
+        return None
+
+
 def _from_hub(repo_id: str) -> Path:
     from huggingface_hub import constants, snapshot_download
     from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError

@@ -29,6 +29,7 @@ from jax.typing import DTypeLike
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
+from wanjax.adapters.jax.transformer.offload import BLOCKS, in_host_memory
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters, storage_layout
@@ -42,14 +43,26 @@ from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
 def random_transformer(
-    spec: TransformerSpec, runtime: TransformerRuntime, seed: int = 0, kernel_dtype: DTypeLike | None = None
+    spec: TransformerSpec,
+    runtime: TransformerRuntime,
+    seed: int = 0,
+    kernel_dtype: DTypeLike | None = None,
+    *,
+    blocks_in_host_memory: bool = False,
 ) -> WanTransformer:
     """The model with random weights made on the device, each parameter in the dtype a checkpoint
-    would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels."""
+    would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels.
+    `blocks_in_host_memory` (offload=layers): each block parameter [layers, ...] is made alone and
+    moved to host memory before the next, so the device never holds all the blocks."""
     model = abstract_transformer(spec, runtime)
-    layout = storage_layout(model, kernel_dtype)
-    fill = jax.jit(lambda: {path: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (path, s) in enumerate(layout.items())})
-    return set_parameters(model, fill())
+    layout = dict(enumerate(storage_layout(model, kernel_dtype).items()))
+    offloaded = {i for i, (path, _) in layout.items() if blocks_in_host_memory and path[0] == BLOCKS}
+    resident = {i: entry for i, entry in layout.items() if i not in offloaded}
+    arrays = jax.jit(lambda: {p: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (p, s) in resident.items()})()
+    for i in offloaded:
+        path, s = layout[i]
+        arrays[path] = in_host_memory(jax.jit(lambda s=s, i=i: _hashed_uniform(s.shape, s.dtype, i, seed))())
+    return set_parameters(model, arrays)
 
 
 def random_vae(spec: VaeSpec, runtime: VaeRuntime, seed: int = 0) -> WanVAE:

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 import re
 import secrets
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from pathlib import Path
 
 from wanjax.adapters.processes import owner_ended, owner_tag
@@ -28,16 +28,33 @@ def atomic_path(target: Path) -> Iterator[Path]:
 
     On any failure the temporary file is removed and the original error propagates: a
     failure to remove it (the folder became read-only) never hides the error that matters."""
-    target = Path(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(target.parent)
-    temporary = target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial-{owner_tag()}")
-    try:
+    with atomic_paths([target]) as (temporary,):
         yield temporary
-        os.replace(temporary, target)
+
+
+@contextmanager
+def atomic_paths(
+    targets: Sequence[Path], *, committing: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> Iterator[list[Path]]:
+    """`atomic_path` for several files written together: a temporary path beside each target,
+    all renamed onto their targets only once the block succeeded, inside `committing()` (which
+    may refuse, or keep signals from interrupting the renames); on any failure every temporary is
+    removed."""
+    targets = [Path(target) for target in targets]
+    for folder in dict.fromkeys(target.parent for target in targets):
+        folder.mkdir(parents=True, exist_ok=True)
+        remove_stale_partials(folder)
+    tag = owner_tag()
+    temporaries = [target.with_name(f".{target.name}.{secrets.token_hex(4)}.partial-{tag}") for target in targets]
+    try:
+        yield temporaries
+        with committing():
+            for temporary, target in zip(temporaries, targets, strict=True):
+                os.replace(temporary, target)
     except BaseException:
-        with suppress(OSError):
-            temporary.unlink(missing_ok=True)
+        for temporary in temporaries:
+            with suppress(OSError):
+                temporary.unlink(missing_ok=True)
         raise
 
 

@@ -1,14 +1,21 @@
-"""Input images: read from png/jpg, and fitted to the video size as diffusers' Wan pipelines do."""
+"""Input images: read from png/jpg (a client's bytes: png, jpg or webp, nothing else), and fitted
+to the video size as diffusers' Wan pipelines do."""
 
 from __future__ import annotations
 
 import io
+import warnings
+from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
+
+T = TypeVar("T")
+CLIENT_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP")
+"""The formats a client's bytes are opened as (PIL's names); no other decoder sees them."""
 
 
 def read_image(path: Path) -> np.ndarray:
@@ -28,22 +35,38 @@ def write_image(pixels: np.ndarray, path: Path) -> None:
 
 
 def decode_image(data: bytes, what: str) -> np.ndarray:
-    """`read_image` of a file's bytes (`what` names them in errors, e.g. the request field)."""
-    return _decoded(io.BytesIO(data), what)
+    """`read_image` of a client's bytes (`what` names them in errors, e.g. the request field),
+    opened only as one of CLIENT_IMAGE_FORMATS."""
+    return _decoded(io.BytesIO(data), what, CLIENT_IMAGE_FORMATS)
 
 
-def _decoded(source: Path | BinaryIO, what: str) -> np.ndarray:
+def image_size(data: bytes, what: str) -> tuple[int, int]:
+    """(width, height) of a client's image, read from its header: nothing is decoded (so PIL's
+    warning of a large image, which the caller bounds itself, is not given)."""
+    from PIL import Image
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+        return _opened(io.BytesIO(data), what, CLIENT_IMAGE_FORMATS, lambda image: image.size)
+
+
+def _decoded(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None = None) -> np.ndarray:
+    return _opened(source, what, formats, lambda image: np.asarray(image.convert("RGB")))
+
+
+def _opened(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None, read: Callable[[Any], T]) -> T:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(source) as image:
-            return np.asarray(image.convert("RGB"))
+        with Image.open(source, formats=formats) as image:
+            return read(image)
     except FileNotFoundError:
         raise InvalidRequestError(f"{what} does not exist") from None
     except Image.DecompressionBombError as err:
         raise InvalidRequestError(f"{what} is too large to read safely ({err}); resize it first") from None
     except (UnidentifiedImageError, OSError) as err:
-        raise InvalidRequestError(f"{what} is not a readable png/jpg image ({err})") from None
+        kinds = "png/jpg" if formats is None else "/".join(name.lower() for name in formats)
+        raise InvalidRequestError(f"{what} is not a readable {kinds} image ({err})") from None
 
 
 def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:

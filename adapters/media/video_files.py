@@ -32,25 +32,35 @@ class Mp4Sink:
         self.crf = crf
 
     def write(self, frames: np.ndarray, path: Path, fps: int) -> None:
+        """`encode` under a temporary name, renamed onto `path` once whole."""
+        with atomic_path(path) as temporary:
+            self.encode(frames, temporary, fps)
+
+    def encode(self, frames: np.ndarray, path: Path, fps: int) -> None:
+        """Writes the mp4 at `path` itself (callers that rename files together use this)."""
         import av
 
         frames = np.ascontiguousarray(frames)
         _, height, width, _ = frames.shape
-        with atomic_path(path) as temporary:
-            with av.open(str(temporary), mode="w", format="mp4") as container:
-                stream = container.add_stream("libx264", rate=fps)
-                stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
-                stream.options = {"crf": str(self.crf), **X264_OPTIONS}
-                for frame in frames:
-                    planes = rgb_to_yuv420p(frame)
-                    container.mux(stream.encode(av.VideoFrame.from_ndarray(planes, format="yuv420p")))
-                container.mux(stream.encode())
+        with av.open(str(path), mode="w", format="mp4") as container:
+            stream = container.add_stream("libx264", rate=fps)
+            stream.width, stream.height, stream.pix_fmt = width, height, "yuv420p"
+            stream.options = {"crf": str(self.crf), **X264_OPTIONS}
+            for frame in frames:
+                planes = rgb_to_yuv420p(frame)
+                container.mux(stream.encode(av.VideoFrame.from_ndarray(planes, format="yuv420p")))
+            container.mux(stream.encode())
 
 
 class NpySink:
     """Writes any array as .npy (the raw uint8 frames, or latents)."""
 
     def write(self, frames: np.ndarray, path: Path, fps: int = 0) -> None:
+        """`encode` under a temporary name, renamed onto `path` once whole."""
         with atomic_path(path) as temporary:
-            with temporary.open("wb") as f:
-                np.save(f, frames)
+            self.encode(frames, temporary, fps)
+
+    def encode(self, frames: np.ndarray, path: Path, fps: int = 0) -> None:
+        """Writes the .npy at `path` itself."""
+        with path.open("wb") as f:
+            np.save(f, frames)

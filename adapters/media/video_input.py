@@ -1,4 +1,6 @@
-"""Source videos for video-to-video: an mp4 (any container PyAV reads) or a folder of frames."""
+"""Source videos for video-to-video: an mp4 (any container PyAV reads) or a folder of frames; a
+client's bytes: mp4/mov or matroska/webm only, recognised by their first bytes before FFmpeg sees
+them (a playlist such as ffconcat would have FFmpeg read files of the server's)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,12 @@ from wanjax.adapters.media.images import read_image
 from wanjax.domain.errors import InvalidRequestError
 
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg")
+MP4_BOXES = (b"ftyp", b"moov", b"mdat", b"free", b"skip", b"wide")
+MATROSKA_MAGIC = b"\x1a\x45\xdf\xa3"
+CLIENT_VIDEO_OPTIONS = {"enable_drefs": "0", "protocol_whitelist": "none"}
+"""Demuxer options for a client's bytes (read through PyAV's in-memory I/O, so no protocol opens
+them): no external data references of an mp4, and no protocol (`none` names none) for anything
+nested."""
 
 
 def read_video(path: Path, num_frames: int) -> np.ndarray:
@@ -30,8 +38,46 @@ def read_video(path: Path, num_frames: int) -> np.ndarray:
 
 
 def decode_video(data: bytes, num_frames: int, what: str) -> np.ndarray:
-    """`read_video` of a video file's bytes (`what` names them in errors, e.g. the request field)."""
-    return _stacked(_decoded_frames(io.BytesIO(data), num_frames, what), num_frames, what)
+    """`read_video` of a client's video bytes (`what` names them in errors, e.g. the request
+    field), opened only as mp4/mov or matroska/webm."""
+    frames = _decoded_frames(io.BytesIO(data), num_frames, what, _client_format(data, what))
+    return _stacked(frames, num_frames, what)
+
+
+def probe_video(data: bytes, num_frames: int, what: str) -> tuple[int, int]:
+    """(width, height) of a client's video, once its container holds at least `num_frames` video
+    packets (frames): read from its headers and packets, nothing decoded."""
+    import av
+
+    form = _client_format(data, what)
+    try:
+        with av.open(io.BytesIO(data), format=form, options=CLIENT_VIDEO_OPTIONS) as container:
+            if not container.streams.video:
+                raise InvalidRequestError(f"{what} holds no video stream")
+            stream = container.streams.video[0]
+            size = (stream.codec_context.width, stream.codec_context.height)
+            packets = 0
+            for packet in container.demux(stream):
+                packets += packet.size > 0
+                if packets == num_frames:
+                    return size
+    except InvalidRequestError:
+        raise
+    except (av.FFmpegError, OSError, ValueError) as err:
+        raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
+    raise InvalidRequestError(
+        f"{what} has {packets} frame(s); num_frames={num_frames} needs at least that many "
+        "(give a longer video or lower num_frames, 4k+1)"
+    )
+
+
+def _client_format(data: bytes, what: str) -> str:
+    """FFmpeg's demuxer for a client's bytes, by their first bytes: mp4/mov or matroska/webm."""
+    if data[4:8] in MP4_BOXES:
+        return "mp4"
+    if data[:4] == MATROSKA_MAGIC:
+        return "matroska"
+    raise InvalidRequestError(f"{what} is not an mp4, mov, mkv or webm file; send the video as one of those")
 
 
 def _folder_frames(folder: Path, num_frames: int, what: str) -> list[np.ndarray]:
@@ -41,18 +87,21 @@ def _folder_frames(folder: Path, num_frames: int, what: str) -> list[np.ndarray]
     return [read_image(f) for f in files[:num_frames]]
 
 
-def _decoded_frames(source: str | BinaryIO, num_frames: int, what: str) -> list[np.ndarray]:
+def _decoded_frames(source: str | BinaryIO, num_frames: int, what: str, form: str | None = None) -> list[np.ndarray]:
     import av
 
     frames: list[np.ndarray] = []
+    options = None if form is None else CLIENT_VIDEO_OPTIONS
     try:
-        with av.open(source) as container:
+        with av.open(source, format=form, options=options) as container:
             if not container.streams.video:
                 raise InvalidRequestError(f"{what} holds no video stream")
             for frame in container.decode(video=0):
                 frames.append(frame.to_ndarray(format="rgb24"))
                 if len(frames) == num_frames:
                     break
+    except InvalidRequestError:
+        raise
     except (av.FFmpegError, OSError, ValueError) as err:
         raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
     return frames

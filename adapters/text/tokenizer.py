@@ -22,17 +22,24 @@ from wanjax.domain.errors import CheckpointError
 T5_CLASSES = ("T5Tokenizer", "T5TokenizerFast")
 
 
+def require_tokenizer_json(folder: Path) -> None:
+    """CheckpointError unless `folder` has the tokenizer.json this tokenizer reads (transformers also
+    builds tokenizers from a sentencepiece spiece.model, or from no file at all for ByT5)."""
+    if not (Path(folder) / "tokenizer.json").is_file():
+        present = ", ".join(sorted(p.name for p in Path(folder).iterdir())) if Path(folder).is_dir() else "no folder"
+        raise CheckpointError(
+            f"{folder} has no tokenizer.json (it holds: {present or 'nothing'}), which the JAX text encoder "
+            "reads; use --set text_encoder_backend=torch, whose transformers tokenizer builds from other files"
+        )
+
+
 class FastTokenizer:
     """Prompts -> (token ids, attention mask), each [B, max_length] int32."""
 
     def __init__(self, folder: Path) -> None:
         folder = Path(folder)
+        require_tokenizer_json(folder)
         model = folder / "tokenizer.json"
-        if not model.is_file():
-            raise CheckpointError(
-                f"{folder} has no tokenizer.json, which the JAX text encoder reads; "
-                "use --set text_encoder_backend=torch (transformers can build it from other files)"
-            )
         config_file = folder / "tokenizer_config.json"
         config = json.loads(config_file.read_text()) if config_file.is_file() else {}
         self._tokenizer = Tokenizer.from_file(str(model))

@@ -5,6 +5,7 @@ from wanjax.domain.scheduling.dpm import dpm_table
 from wanjax.domain.scheduling.euler import euler_table, euler_table_on
 from wanjax.domain.scheduling.few_step import checked_timesteps, few_step_euler_table, few_step_schedule
 from wanjax.domain.scheduling.flow_sigmas import (
+    MAX_INFERENCE_STEPS,
     NUM_TRAIN_TIMESTEPS,
     SIGMA_SCHEDULES,
     FlowSchedule,
@@ -22,6 +23,7 @@ from wanjax.domain.scheduling.solver import (
 from wanjax.domain.scheduling.unipc import unipc_table
 
 __all__ = [
+    "MAX_INFERENCE_STEPS",
     "NUM_TRAIN_TIMESTEPS",
     "SIGMA_SCHEDULES",
     "SOLVERS",

@@ -26,28 +26,35 @@ from numpy.typing import DTypeLike
 
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling.euler import euler_table_on
-from wanjax.domain.scheduling.flow_sigmas import NUM_TRAIN_TIMESTEPS, FlowSchedule, shift_sigmas
+from wanjax.domain.scheduling.flow_sigmas import MAX_INFERENCE_STEPS, NUM_TRAIN_TIMESTEPS, FlowSchedule, shift_sigmas
 from wanjax.domain.scheduling.solver import SolverTable
 
 
 def checked_timesteps(timesteps: Sequence[float]) -> tuple[float, ...]:
-    """The list as floats; InvalidRequestError unless it is strictly decreasing in (0, 1000]."""
+    """The list as floats; InvalidRequestError unless it is strictly decreasing in (0, 1000], with at
+    most MAX_INFERENCE_STEPS entries."""
     try:
         items = () if isinstance(timesteps, str) else tuple(timesteps)
         values = tuple(float(t) for t in items if not isinstance(t, bool))
     except (TypeError, ValueError):
         items, values = (), ()
     valid = (
-        len(values) == len(items) > 0
+        0 < len(values) == len(items) <= MAX_INFERENCE_STEPS
         and all(math.isfinite(t) and 0 < t <= NUM_TRAIN_TIMESTEPS for t in values)
         and all(a > b for a, b in zip(values, values[1:]))
     )
     if not valid:
         raise InvalidRequestError(
-            f"sample_timesteps={timesteps!r}: must be training timesteps in (0, {NUM_TRAIN_TIMESTEPS}], "
-            "strictly decreasing, e.g. 1000,750,500,250"
+            f"sample_timesteps={_shown(timesteps)}: must be 1 to {MAX_INFERENCE_STEPS} training timesteps in "
+            f"(0, {NUM_TRAIN_TIMESTEPS}], strictly decreasing, e.g. 1000,750,500,250"
         )
     return values
+
+
+def _shown(timesteps: object) -> str:
+    """The value as given, cut short for a long list."""
+    text = repr(timesteps)
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def few_step_schedule(timesteps: Sequence[float], shift: float) -> FlowSchedule:

@@ -27,6 +27,8 @@ from wanjax.domain.errors import InvalidRequestError
 
 NUM_TRAIN_TIMESTEPS = 1000
 """Length of the training noise grid; timestep = sigma * NUM_TRAIN_TIMESTEPS."""
+MAX_INFERENCE_STEPS = NUM_TRAIN_TIMESTEPS
+"""The most steps a request may take: one per training timestep (published recipes use 4 to 50)."""
 
 SIGMA_SCHEDULES = ("official", "diffusers")
 """The UniPC grids: the Wan code's (`official`) and diffusers >= 0.37's (`diffusers`)."""

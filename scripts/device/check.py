@@ -26,13 +26,19 @@ HERE = Path(__file__).resolve().parent
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, required=True, help="folder for check.json and the stages' files")
+    parser.add_argument("--out", type=Path, help="folder for check.json and the stages' files")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all stages together")
     parser.add_argument("--only", help="comma-separated stage names (default: all, in order)")
     parser.add_argument("--report", type=Path, help="where check.json goes (default: OUT/check.json)")
+    parser.add_argument("--list", action="store_true", help="print the stage names, in order, and exit")
     parser.add_argument("--stage", help=argparse.SUPPRESS)  # internal: run one stage in this process
     args = parser.parse_args()
+    if args.list:
+        print("\n".join(STAGES))
+        return 0
+    if args.out is None:
+        parser.error("--out is required")
     args.out.mkdir(parents=True, exist_ok=True)
     if args.stage:
         result = STAGES[args.stage].run(args.out, args.smoke)

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# glibc 2.17 (manylinux2014) up to 2.35 (Ubuntu 22.04): libtpu needs 2.31
-PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 36)]
+# glibc 2.17 up to 2.35 (Ubuntu 22.04; libtpu needs 2.31), and the legacy names of the oldest
+# ones, which pip matches only as written (NVIDIA's CUDA 12 wheels are tagged manylinux2014)
+PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(17, 36)] + ["manylinux2014_x86_64", "manylinux1_x86_64"]
 PLUGINS = {"cuda13": "jax-cuda13-plugin", "cuda12": "jax-cuda12-plugin", "tpu": "libtpu"}
 
 

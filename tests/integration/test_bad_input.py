@@ -64,7 +64,12 @@ def _listing(folder: Path) -> list[str]:
         (["--height", "500"], ["height=500", "multiple of 16"]),
         (["--width", "0"], ["width=0"]),
         (["--num-frames", "80"], ["num_frames=80", "4k+1", "77 or 81"]),
-        (["--steps", "0"], ["num_inference_steps=0", ">= 1"]),
+        (["--steps", "0"], ["num_inference_steps=0", "from 1 to 1000"]),
+        (["--steps", "1000000000000"], ["num_inference_steps=1000000000000", "from 1 to 1000"]),
+        (["--steps", "100000000"], ["num_inference_steps=100000000", "from 1 to 1000"]),
+        (["--set", "flow_shift=1e300"], ["flow_shift=1e+300", "from 0.01 to 100"]),
+        (["--set", "expert_switch_step=5000"], ["expert_switch_step=5000", "from 0 to 1000"]),
+        (["--set", "fps=100000"], ["fps=100000", "from 1 to 1000"]),
         (["--guidance-scale", "-2"], ["guidance_scale=-2.0", ">= 0"]),
         (["--seed", "-1"], ["seed=-1"]),
         (["--dtype", "float16"], ["dtype='float16'", "float32, bfloat16"]),
@@ -241,6 +246,20 @@ def test_latents_holding_nan_or_inf_are_refused(tmp_path, capsys, bad):
     _fails(tmp_path, capsys, args, "initial latents hold 1 NaN or infinite value(s)")
 
 
+def test_a_checkpoint_flow_shift_out_of_range_is_refused_naming_the_checkpoint(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
+    _edit_json(model / "scheduler" / "scheduler_config.json", flow_shift=1e300)
+    _fails(tmp_path, capsys, ["--model", str(model)], "flow_shift=1e+300", "from 0.01 to 100", f"checkpoint {model}")
+
+
+def test_a_size_out_of_range_is_refused_before_a_reference_image_is_read(tmp_path, capsys, monkeypatch):
+    import wanjax.adapters.media.vace_inputs as vace_inputs
+
+    monkeypatch.setattr(vace_inputs, "read_vace_inputs", lambda *a, **k: pytest.fail("media read first"))
+    args = ["--height", "1000000000", "--reference-image", str(tmp_path / "any.png")]
+    _fails(tmp_path, capsys, args, "height=1000000000", "from 16 to 16384")
+
+
 def test_a_vae_config_with_a_zero_latents_std_is_refused(tmp_path, capsys, demo_cache):
     model = _demo_copy(demo_cache, tmp_path)
     _edit_json(model / "vae" / "config.json", latents_std=[1.0] * 15 + [0.0])
@@ -257,8 +276,8 @@ def test_a_lora_with_a_bad_lora_alpha_is_refused_before_loading(tmp_path, capsys
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--height", "100000", "--width", "100000"], ["height=100000 makes 6250 positions", "at most 16384"]),
-        (["--num-frames", "100001"], ["num_frames=100001 makes 25001 positions", "at most 4093"]),
+        (["--height", "100000", "--width", "100000"], ["height=100000", "from 16 to 16384"]),
+        (["--num-frames", "100001"], ["num_frames=100001", "from 1 to 4093"]),
         (["--set", "max_sequence_length=100000"], ["max_sequence_length=100000", "from 1 to 512"]),
         (["--height", "16384", "--width", "16384", "--num-frames", "4093"], ["nothing was loaded", "estimated peak"]),
     ],
@@ -397,8 +416,24 @@ def test_a_preset_name_in_another_case_gets_a_did_you_mean(tmp_path, capsys, mod
 
 def test_a_tokenizer_folder_without_a_tokenizer_is_refused(tmp_path, capsys, demo_cache):
     model = _demo_copy(demo_cache, tmp_path)
+    (model / "tokenizer" / "tokenizer.json").unlink()  # its config names a tokenizers-backed class
+    _fails(
+        tmp_path, capsys, ["--model", str(model)],
+        f"cannot load the tokenizer from {model / 'tokenizer'}", "none of tokenizer.json, spiece.model",
+    )  # fmt: skip
+
+
+def test_a_tokenizer_folder_without_tokenizer_json_is_refused_for_the_jax_text_encoder(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
     (model / "tokenizer" / "tokenizer.json").unlink()
-    _fails(tmp_path, capsys, ["--model", str(model)], f"{model / 'tokenizer'}: has none of tokenizer.json, spiece.model")
+    args = ["--model", str(model), "--set", "text_encoder_backend=jax"]
+    _fails(tmp_path, capsys, args, f"{model / 'tokenizer'} has no tokenizer.json", "text_encoder_backend=torch")
+
+
+def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys, demo_cache):
+    model = _demo_copy(demo_cache, tmp_path)
+    _edit_json(model / "model_index.json", _class_name="WanAnimatePipeline")
+    _fails(tmp_path, capsys, ["--model", str(model)], "WanAnimatePipeline is Wan-Animate's character animation")
 
 
 @pytest.mark.parametrize(

@@ -45,3 +45,19 @@ def test_estimate_is_within_a_quarter_of_the_measured_peak(size, tmp_path, capsy
     code, measured, stderr = report.stdout.split(maxsplit=2)
     assert code == "0", stderr
     assert abs(planned - int(measured)) <= 0.25 * int(measured), (planned, measured)
+
+
+A14B_720P81 = ["--prompt", "a fox", "--model", "wan2.2-t2v-a14b", "--height", "720", "--width", "1280",
+               "--num-frames", "81", "--device-memory", "24GiB"]  # fmt: skip
+
+
+def test_a14b_at_720p_on_24_gib_needs_offload_layers_and_fits_with_it(capsys):
+    """Planned from the published architecture when its 126 GB are not on this machine (its headers
+    where they are), as a 24 GiB GPU: nothing loads."""
+    assert main(["plan", *A14B_720P81]) == 2
+    assert "--set offload=layers" in capsys.readouterr().err
+    assert main(["plan", *A14B_720P81, "--set", "offload=auto", "--host-memory", "128GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "memory plan (gpu, offload=layers)" in out and "host memory:" in out
+    assert main(["plan", *A14B_720P81, "--set", "offload=layers", "--host-memory", "32GiB"]) == 2
+    assert "of host memory" in capsys.readouterr().err

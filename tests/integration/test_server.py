@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 from PIL import Image
-from serving import TOKEN, Server
+from serving import TOKEN, Server, free_port
 
 from wanjax.entrypoints.cli import main
 
@@ -93,6 +93,19 @@ def test_an_image_for_a_text_to_video_model_is_refused_before_queueing(sdk):
     Image.new("RGB", (48, 32), (200, 120, 40)).save(png, format="PNG")
     with pytest.raises(openai.UnprocessableEntityError, match="takes no image"):
         sdk.videos.create(prompt="a fox", input_reference=("fox.png", png.getvalue(), "image/png"))
+
+
+def test_a_request_whose_memory_plan_does_not_fit_is_422_before_queueing(server):
+    response = server.submit(prompt="huge", width=16384, height=16384, num_frames=321)
+    message = response.json()["error"]["message"]
+    assert response.status_code == 422 and "GiB" in message and "What would make it fit" in message
+    assert "wanjax_queue_depth 0" in server.client.get("/metrics").text
+
+
+def test_a_second_server_on_the_same_folder_refuses_to_start_naming_the_first(server, capsys):
+    status = main(["serve", "--port", str(free_port()), "--output-dir", str(server.output_dir), "--token", "t"])
+    assert status == 2
+    assert f"{server.output_dir} is in use by another wanjax serve (pid {server.process.pid})" in capsys.readouterr().err
 
 
 def test_the_token_is_required_but_not_by_the_probes(server):
@@ -189,3 +202,25 @@ def test_after_kill_9_a_restart_accounts_for_every_accepted_job(cache, tmp_path)
             assert server.wait(video_id)["status"] == "completed"
     finally:
         server.stop()
+
+
+def test_sigterm_ends_a_run_stuck_before_its_next_step_within_the_stop_timeout(cache, tmp_path):
+    server = Server(tmp_path / "out", cache, options=("--stop-timeout", "1")).start()
+    stuck = server.submit(prompt="stuck in a long compile").json()["id"]
+    server.wait(stuck, until=lambda video: video["status"] == "in_progress")
+    started = time.monotonic()
+    server.stop(signal.SIGTERM)
+    assert server.process.returncode == 128 + signal.SIGTERM and time.monotonic() - started < 15
+    with sqlite3.connect(tmp_path / "out" / "jobs.sqlite") as records:  # left running: the next start runs it
+        assert records.execute("SELECT status FROM jobs WHERE id = ?", (stuck,)).fetchone() == ("running",)
+
+
+def test_a_second_sigterm_ends_the_server_at_once_with_143(cache, tmp_path):
+    server = Server(tmp_path / "out", cache).start()  # the default --stop-timeout: 30 s
+    stuck = server.submit(prompt="stuck in a long VAE decode").json()["id"]
+    server.wait(stuck, until=lambda video: video["status"] == "in_progress")
+    started = time.monotonic()
+    server.process.send_signal(signal.SIGTERM)
+    time.sleep(1)
+    server.stop(signal.SIGTERM)
+    assert server.process.returncode == 128 + signal.SIGTERM and time.monotonic() - started < 15

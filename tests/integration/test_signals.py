@@ -5,6 +5,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,6 +35,75 @@ def test_sigterm_while_the_demo_is_written_leaves_no_staging_folder(tmp_path):
         assert [p.name.startswith(".demo-v1-") for p in cache.iterdir()] == [True]
     _assert_stopped(run, signal.SIGTERM, 143)
     assert list(cache.iterdir()) == []
+
+
+@pytest.mark.parametrize("phase", ["swallowed-denoise", "swallowed-write"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_whose_exception_is_swallowed_still_stops_the_run(tmp_path, demo_cache, phase, signum):
+    out = tmp_path / "out" / "video.mp4"
+    with _stopped_at(phase, signum, out, demo_cache.parent) as run:
+        pass  # the signal is sent as the block ends; the run swallows its exception and goes on
+    _assert_stopped(run, signum, 128 + signum)
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def test_a_signal_while_the_output_is_renamed_into_place_waits_and_the_run_ends_whole(tmp_path, demo_cache):
+    out = tmp_path / "out" / "video.mp4"
+    with _stopped_at("rename", signal.SIGINT, out, demo_cache.parent) as run:
+        pass
+    assert run.returncode == 0, run.stderr_text
+    assert [p.name for p in out.parent.iterdir()] == ["video.mp4"]
+
+
+# A signal at any moment of a run, cold (nothing compiled or cached) and warm: while it starts,
+# loads, compiles and denoises. 1000 steps at this size keep each run going well past the latest
+# delay (a warm run takes about 23 s on a 2-core machine).
+LONG = ["--height", "128", "--width", "192", "--num-frames", "17", "--steps", "1000", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def warm_cache(demo_cache, tmp_path_factory):
+    """Compilation and prompt caches filled by a run of `LONG` cut to 2 steps (one compiled step
+    serves any step count)."""
+    caches = tmp_path_factory.mktemp("warm")
+    out = caches / "video.mp4"
+    short = [*LONG[:-2], "2", "--quiet"]
+    subprocess.run(
+        [sys.executable, "-m", "wanjax.entrypoints.cli", "generate", "--prompt", "a fox", *short, "--out", str(out),
+         *_caches_in(caches)],
+        check=True, capture_output=True, env={**os.environ, "WANJAX_CACHE": str(demo_cache.parent)},
+    )  # fmt: skip
+    out.unlink()
+    return caches
+
+
+@pytest.mark.parametrize(
+    "start, delay, signum",
+    [("cold", 1.0, signal.SIGINT), ("cold", 4.0, signal.SIGTERM), ("cold", 8.0, signal.SIGINT),
+     ("warm", 1.0, signal.SIGINT), ("warm", 3.0, signal.SIGTERM), ("warm", 6.0, signal.SIGINT)],
+)  # fmt: skip
+def test_a_signal_at_any_moment_stops_the_run(tmp_path, demo_cache, request, start, delay, signum):
+    caches = request.getfixturevalue("warm_cache") if start == "warm" else tmp_path / "cold"
+    out = tmp_path / "out" / "video.mp4"
+    run = subprocess.Popen(
+        [sys.executable, "-m", "wanjax.entrypoints.cli", "generate", "--prompt", "a fox", *LONG, "--out", str(out),
+         *_caches_in(caches)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "WANJAX_CACHE": str(demo_cache.parent)},
+    )  # fmt: skip
+    try:
+        time.sleep(delay)
+        assert run.poll() is None, "the run ended before the signal: give it more steps"
+        run.send_signal(signum)
+        run.stderr_text = run.communicate(timeout=120)[1]
+    finally:
+        run.kill()
+    _assert_stopped(run, signum, 128 + signum)
+    assert not out.parent.exists() or list(out.parent.iterdir()) == []
+
+
+def _caches_in(folder):
+    return ["--set", f"compilation_cache_dir={folder / 'xla'}", "--set", f"text_embeddings_cache_dir={folder / 'text'}"]
 
 
 @contextmanager

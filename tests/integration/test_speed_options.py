@@ -88,3 +88,16 @@ def test_bfloat16_scheduler_state(reference):
     assert state.sample.dtype == jnp.bfloat16
     assert got.dtype == np.float32  # latents leave the denoiser in fp32 whatever the solver ran in
     assert 0 < _relative_error(got, reference) <= 3e-2
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [{}, {"weights_dtype": "float8_e4m3fn"}, {"cache_policy": "teacache", "scan_diffusion_loop": "true"}],
+    ids=["fp32", "fp8-kernels", "teacache+scan-loop"],
+)
+def test_offload_layers_gives_the_resident_latents_bit_for_bit(overrides):
+    """The blocks' weights load straight into host memory and stream in; nothing else changes."""
+    container, got = _run({**overrides, "offload": "layers"})
+    blocks = jax.tree.leaves(container.denoiser().program.params[0]["blocks"])
+    assert {a.sharding.memory_kind for a in blocks} == {"pinned_host"}
+    np.testing.assert_array_equal(got, _run(overrides)[1])

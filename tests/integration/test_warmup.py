@@ -79,9 +79,9 @@ def test_cli_warmup_output_is_never_written(tiny_checkpoint, tmp_path, monkeypat
     writes = []
     real_write = outputs.write_output
 
-    def recording_write(array, path, fps):
+    def recording_write(array, path, fps, **options):
         writes.append((np.array(array), path))
-        real_write(array, path, fps)
+        real_write(array, path, fps, **options)
 
     monkeypatch.setattr(outputs, "write_output", recording_write)
     args = ["generate", "--model", str(tiny_checkpoint), "--prompt", "a fox", "--height", "32", "--width", "48",

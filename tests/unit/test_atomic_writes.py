@@ -84,3 +84,25 @@ def test_threads_writing_one_target_at_once_each_finish_and_leave_a_whole_file(t
     assert errors == []
     assert target.read_bytes() in payloads.values()
     assert [p.name for p in tmp_path.iterdir()] == [target.name]
+
+
+def test_files_written_together_are_renamed_only_if_committing_allows(tmp_path):
+    from contextlib import contextmanager
+
+    from wanjax.adapters.media.atomic import atomic_paths
+
+    @contextmanager
+    def refused():
+        raise RuntimeError("stopped")
+        yield
+
+    targets = [tmp_path / "video-0.mp4", tmp_path / "video-1.mp4"]
+    with pytest.raises(RuntimeError, match="stopped"):
+        with atomic_paths(targets, committing=refused) as temporaries:
+            for temporary in temporaries:
+                temporary.write_bytes(b"whole")
+    assert list(tmp_path.iterdir()) == []
+    with atomic_paths(targets) as temporaries:
+        for temporary in temporaries:
+            temporary.write_bytes(b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["video-0.mp4", "video-1.mp4"]

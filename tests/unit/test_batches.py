@@ -26,6 +26,7 @@ def _container(text: FakeTextEncoder, denoiser: FakeDenoiser, **overrides: str):
     )  # fmt: skip
     container.checkpoint.override(providers.Object(checkpoint))
     container.text_encoder.override(providers.Object(text))
+    container.tokenizer_check.override(providers.Object(None))  # the fake encoder has no tokenizer
     container.denoiser.override(providers.Object(denoiser))
     container.autoencoder.override(providers.Object(FakeAutoencoder()))
     return container

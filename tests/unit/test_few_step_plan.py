@@ -83,7 +83,7 @@ def test_bad_switch_steps_are_refused():
         plan_sampling(_request(expert_switch_step=2))
     with pytest.raises(InvalidRequestError, match="set one"):
         plan_sampling(_request(expert_switch_step=2, boundary_ratio=0.9), num_experts=2)
-    with pytest.raises(InvalidRequestError, match="integer >= 0"):
+    with pytest.raises(InvalidRequestError, match="step index from 0 to 1000"):
         _request(expert_switch_step=-1)
 
 

@@ -170,4 +170,75 @@ def test_a_completed_video_and_its_thumbnail_download_and_a_lost_file_is_410(run
     assert thumbnail.headers["content-type"] == "image/webp" and thumbnail.content[8:12] == b"WEBP"
     assert client.get(f"/v1/videos/{job_id}/content", params={"variant": "spritesheet"}).status_code == 422
     runner.files.video(job_id).unlink()
-    assert client.get(f"/v1/videos/{job_id}/content").status_code == 410
+    gone = client.get(f"/v1/videos/{job_id}/content")
+    assert gone.status_code == 410 and f"{job_id}/video.mp4 is gone" in gone.json()["error"]["message"]
+    assert str(runner.files.root) not in gone.text  # the server's own paths are not told
+
+
+def test_a_body_over_the_limit_is_413_whether_its_length_is_declared_or_streamed(runner):
+    client = TestClient(build_app(runner, token="s3cret", max_body_mb=1 / 1024), headers={"Authorization": "Bearer s3cret"})
+    body = b'{"prompt": "' + b"x" * 2000 + b'"}'
+    declared = client.post("/v1/videos", content=body, headers={"content-type": "application/json"})
+    streamed = client.post("/v1/videos", content=iter([body[:1000], body[1000:]]), headers={"content-type": "application/json"})
+    for response in (declared, streamed):
+        assert response.status_code == 413 and "--max-body-mb" in response.json()["error"]["message"]
+    assert client.post("/v1/videos", json={"prompt": "small"}).status_code == 202
+
+
+@pytest.mark.parametrize(
+    ("content", "content_type", "status", "named"),
+    [(b"[" * 100000 + b"]" * 100000, "application/json", 422, "JSON object"),
+     (b'{"prompt": "x", "vace": {"video": "a.mp4"}}', "application/json", 422, "vace"),
+     (b'{"prompt": "x", "vace": null}', "application/json", 422, "vace"),
+     (b'{"prompt": "x", "num_inference_steps": 1000000000000}', "application/json", 422, "num_inference_steps"),
+     (b'{"prompt": "x", "negative_prompt": "' + b"blurry " * 5000 + b'"}', "application/json", 422, "negative_prompt"),
+     (b'{"prompt": "x"}', "text/plain", 415, "application/json or multipart/form-data")],
+)  # fmt: skip
+def test_a_hostile_body_is_a_4xx_naming_the_problem_never_a_500(client, content, content_type, status, named):
+    response = client.post("/v1/videos", content=content, headers={"content-type": content_type})
+    assert response.status_code == status and named in response.json()["error"]["message"]
+
+
+def test_a_form_past_starlettes_limits_is_a_422_in_the_apis_shape(client):
+    response = _form(client, {"prompt": "x", "negative_prompt": "b" * 2**21})
+    assert response.status_code == 422 and "at most 1 MiB" in response.json()["error"]["message"]
+
+
+def test_expert_switch_step_on_a_one_expert_model_is_refused_at_submission(client):
+    response = client.post("/v1/videos", json={"prompt": "x", "expert_switch_step": 2})
+    assert response.status_code == 422 and "this model has one transformer" in response.json()["error"]["message"]
+
+
+def test_a_full_queue_is_429_before_the_media_are_read(client):
+    for index in range(4):
+        assert client.post("/v1/videos", json={"prompt": f"job {index}"}).status_code == 202
+    refused = _form(client, {"prompt": "x"}, files={"input_reference": ("bad.png", b"not an image")})
+    assert refused.status_code == 429  # a 422 would say the image was read
+
+
+def test_a_store_that_cannot_write_turns_readyz_and_submissions_503_with_the_reason(client, runner):
+    runner.store_error = "the job store jobs.sqlite cannot be used (database or disk is full); free disk space"
+    ready = client.get("/readyz")
+    assert ready.status_code == 503 and "disk is full" in ready.text
+    refused = client.post("/v1/videos", json={"prompt": "x"})
+    assert refused.status_code == 503 and "disk is full" in refused.json()["error"]["message"]
+    assert int(refused.headers["Retry-After"]) > 0
+
+
+def test_the_bearer_scheme_is_case_insensitive(runner):
+    app = build_app(runner, token="s3cret")
+    for given, status in [("bearer s3cret", 200), ("BEARER  s3cret", 200), ("Bearer wrong", 401), ("Basic s3cret", 401), ("s3cret", 401)]:
+        assert TestClient(app).get("/v1/models", headers={"Authorization": given}).status_code == status, given
+
+
+def test_without_a_token_other_hosts_and_other_sites_pages_are_refused(runner):
+    client = TestClient(build_app(runner), base_url="http://127.0.0.1:8000")
+    assert client.get("/v1/models").status_code == 200
+    rebound = client.get("/v1/models", headers={"Host": "attacker.example:8000"})
+    assert rebound.status_code == 403 and "Host" in rebound.json()["error"]["message"]
+    form = client.post("/v1/videos", content=b'{"prompt": "x"}', headers={"content-type": "text/plain", "Origin": "http://attacker.example"})
+    assert form.status_code == 403 and "--token" in form.json()["error"]["message"]
+    other_port = client.post("/v1/videos", json={"prompt": "x"}, headers={"Origin": "http://127.0.0.1:3000"})
+    assert other_port.status_code == 403
+    same_page = client.post("/v1/videos", json={"prompt": "x"}, headers={"Origin": "http://127.0.0.1:8000"})
+    assert same_page.status_code == 202

@@ -3,6 +3,8 @@ size, model, input_reference) and wanjax's, media files decoded before queueing,
 a job keeps (media apart), read back as the same request."""
 
 import io
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -44,13 +46,60 @@ def test_the_video_api_fields_become_request_fields_and_wanjax_fields_win():
     assert (request.num_frames, request.width, request.height) == (9, 112, 64)
 
 
-def test_first_and_last_frames_and_a_video_are_decoded(tmp_path):
+def test_media_are_checked_undecoded_and_decoded_from_the_record_when_the_job_runs(tmp_path):
     request = _request({}, {"input_reference": _png(10), "last_image": _png(200)})
-    assert request.image[0, 0, 0] == 10 and request.last_image[0, 0, 0] == 200
+    assert request.image.shape == request.last_image.shape == (1, 1, 3)  # stand-ins: nothing decoded yet
+    decoded = request_from_record(request_record(request), {"image": _png(10), "last_image": _png(200)}, CONFIG)
+    assert decoded.image[0, 0, 0] == 10 and decoded.last_image[0, 0, 0] == 200
 
     Mp4Sink().write(np.full((7, 32, 48, 3), 128, np.uint8), tmp_path / "source.mp4", fps=16)
-    request = _request({"strength": 0.5}, {"video": (tmp_path / "source.mp4").read_bytes()})
-    assert request.video.shape == (5, 32, 48, 3) and request.strength == 0.5
+    video = (tmp_path / "source.mp4").read_bytes()
+    request = _request({"strength": 0.5}, {"video": video})
+    assert request.video.shape == (5, 1, 1, 3) and request.video.base is not None and request.strength == 0.5
+    assert request_from_record(request_record(request), {"video": video}, CONFIG).video.shape == (5, 32, 48, 3)
+    with pytest.raises(InvalidRequestError, match=r"video .* has 7 frame\(s\); num_frames=9 needs"):
+        _request({"num_frames": 9}, {"video": video})
+
+
+def _png_header(width: int, height: int) -> bytes:
+    """A png that declares its size and holds one row of pixels: decoding it would fail."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    pixels = zlib.compress(bytes(1 + 3 * width))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", pixels) + chunk(b"IEND", b"")
+
+
+def test_an_image_is_bounded_by_the_videos_size_before_it_is_decoded():
+    with pytest.raises(InvalidRequestError, match=r"input_reference .* is 12000x12000: .* at most 36 times"):
+        _request({}, {"input_reference": _png_header(12000, 12000)})
+    assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).image.shape == (1, 1, 3)
+
+
+def test_a_model_that_takes_no_image_refuses_one_before_reading_it():
+    with pytest.raises(InvalidRequestError, match="takes no image"):
+        validated_request({"prompt": "a fox"}, {"input_reference": _png_header(12000, 12000)}, CONFIG,
+                          fake_service(FakeDenoiser), model="demo")  # fmt: skip
+
+
+@pytest.mark.parametrize("named", ["source.mp4", "no-such-file.mp4"])
+def test_a_playlist_never_reaches_ffmpeg_and_says_nothing_of_the_servers_files(tmp_path, monkeypatch, named):
+    Mp4Sink().write(np.full((7, 32, 48, 3), 128, np.uint8), tmp_path / "source.mp4", fps=16)
+    monkeypatch.chdir(tmp_path)
+    playlist = f"ffconcat version 1.0\nfile '{named}'\n".encode()
+    with pytest.raises(InvalidRequestError) as refused:
+        _request({}, {"video": playlist})
+    assert str(refused.value) == "video (the request's file) is not an mp4, mov, mkv or webm file; send the video as one of those"
+
+
+def test_the_memory_plan_is_checked_before_anything_is_queued():
+    def refuse(request):
+        raise InvalidRequestError(f"this request needs about 9.0 GiB ({request.width}x{request.height})")
+
+    with pytest.raises(InvalidRequestError, match=r"9.0 GiB \(4096x4096\)"):
+        validated_request({"prompt": "a fox", "size": "4096x4096"}, {}, CONFIG, _Checks(), model="demo", check_memory=refuse)
 
 
 def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
@@ -59,7 +108,7 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
     assert record["media"] == ["image"] and "image" not in record and record["num_frames"] == 5
     other = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=9, num_inference_steps=8, seed=1))
     again = request_from_record(record, {"image": _png(7)}, other)
-    assert again == request and np.array_equal(again.image, request.image)
+    assert again == request and again.image.shape == (8, 8, 3) and again.image[0, 0, 0] == 7
 
 
 @pytest.mark.parametrize(
@@ -74,8 +123,11 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"image": "AAAA"}, {}, "image: send the first frame as the file `input_reference`"),
         ({"cache": "magcache"}, {}, "cache: set by the server"),
         ({"vace": {}}, {}, "vace: VACE inputs are taken by `wanjax generate` only"),
-        ({}, {"last_image": b"not a png"}, "last_image .* is not"),
-        ({}, {"video": b"not a video"}, "video .* is not a readable video file"),
+        ({}, {"input_reference": _png(1), "last_image": b"not a png"}, "last_image .* is not"),
+        ({}, {"video": b"not a video"}, "video .* is not an mp4, mov, mkv or webm file"),
+        ({}, {"video": b"\x00\x00\x00\x20ftypisom" + bytes(100)}, "video .* is not a readable video file"),
+        ({}, {"input_reference": b"GIF89a" + bytes(30)}, "input_reference .* is not a readable png/jpeg/webp image"),
+        ({"num_inference_steps": 10**12}, {}, "num_inference_steps=1000000000000: must be an integer from 1 to 1000"),
     ],
 )
 def test_bad_fields_name_the_field_as_the_client_gave_it(fields, media, message):

@@ -18,7 +18,7 @@ from wanjax.application.job_queue import QueueFull
 from wanjax.application.job_requests import request_record
 from wanjax.application.job_runner import JobRunner
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import CheckpointError, InvalidRequestError
+from wanjax.domain.errors import CheckpointError, InvalidRequestError, StoreError
 from wanjax.domain.jobs import Job, JobStatus
 
 CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
@@ -113,6 +113,24 @@ def test_compatible_queued_jobs_run_as_one_batch_and_others_after(tmp_path, deno
     assert denoiser.batch_sizes == [1, 3, 1, 1]  # the first alone; 3 of 4 later ones; the 4th; the other size
 
 
+def test_a_batch_grows_only_as_far_as_its_memory_plan_fits_and_a_request_that_never_fits_is_refused(tmp_path, denoiser):
+    def two_at_most(request, batch):
+        if batch > 2 or request.height > 64:
+            raise InvalidRequestError(f"this request needs about 99.0 GiB (a batch of {batch}); What would make it fit")
+
+    service = fake_service(lambda: denoiser, max_sequence_length=CONFIG.text_encoder.max_sequence_length)
+    runner = JobRunner(service, CONFIG, SqliteJobStore(tmp_path / "jobs.sqlite"), output_dir=tmp_path, queue_capacity=8,
+                       max_batch=4, check_memory=two_at_most)  # fmt: skip
+    with pytest.raises(InvalidRequestError, match="99.0 GiB"):
+        runner.submit({"prompt": "too tall", "height": 128})
+    ids = [runner.submit({"prompt": f"job {i}", "seed": i}).id for i in range(4)]
+    runner.start()
+    denoiser.allow()
+    assert {_wait(runner, job_id).status for job_id in ids} == {JobStatus.SUCCEEDED}
+    runner.stop()
+    assert denoiser.batch_sizes == [2, 2]
+
+
 def test_a_queued_job_is_cancelled_at_once_and_never_runs(tmp_path, denoiser):
     runner = _runner(tmp_path, denoiser)
     runner.start()
@@ -133,11 +151,56 @@ def test_a_running_job_stops_at_its_next_step(tmp_path, denoiser):
     denoiser.allow(1)
     _wait(runner, job_id, until=lambda job: job.steps_done == 1)
     assert runner.delete(job_id).status is JobStatus.RUNNING  # asked to stop, not stopped yet
+    # Recorded before the answer: a restart after a kill -9 now would not run it again.
+    assert SqliteJobStore(tmp_path / "jobs.sqlite").get(job_id).status is JobStatus.CANCELLED
+    assert not SqliteJobStore(tmp_path / "jobs.sqlite").unfinished()
     denoiser.allow(1)
-    job = _wait(runner, job_id)
+    job = _wait(runner, job_id, until=lambda job: job.finished_at is not None)
     runner.stop()
     assert job.status is JobStatus.CANCELLED and job.steps_done == 2
-    assert not runner.files.video(job_id).exists()
+    assert not runner.files.folder(job_id).exists()
+
+
+class FullStore(SqliteJobStore):
+    """A store whose disk is full while `full` is set: every write (and probe) fails as the
+    SQLite store's would (tests/unit/test_sqlite_jobs.py fills a real one)."""
+
+    full = False
+
+    def _written(self, write, *args):
+        if self.full:
+            raise StoreError(f"the job store {self.path} cannot be used (database or disk is full); free disk space")
+        return write(*args)
+
+    def add(self, job):
+        self._written(super().add, job)
+
+    def update(self, job):
+        self._written(super().update, job)
+
+    def probe(self):
+        self._written(super().probe)
+
+
+def test_a_full_store_keeps_the_worker_alive_refuses_submissions_and_runs_the_job_once_it_can_write(tmp_path, denoiser):
+    store = FullStore(tmp_path / "jobs.sqlite")
+    runner = JobRunner(fake_service(lambda: denoiser, max_sequence_length=5), CONFIG, store, output_dir=tmp_path,
+                       queue_capacity=8, max_batch=1)  # fmt: skip
+    runner.start()
+    job_id = runner.submit({"prompt": "a cat"}).id
+    store.full = True
+    denoiser.allow()
+    deadline = time.monotonic() + WAIT
+    while runner.store_error is None:
+        assert time.monotonic() < deadline, "the store's failure was never noticed"
+        time.sleep(0.01)
+    assert "disk is full" in runner.store_error and runner.working
+    with pytest.raises(StoreError, match="disk is full"):
+        runner.submit({"prompt": "another"})
+    assert runner.get(job_id).status is JobStatus.QUEUED  # not lost, not failed: it waits for the store
+    store.full = False
+    assert _wait(runner, job_id).status is JobStatus.SUCCEEDED and runner.store_error is None
+    runner.stop()
 
 
 def test_a_cancelled_job_of_a_batch_loses_its_video_and_the_others_keep_theirs(tmp_path, denoiser):

@@ -48,6 +48,7 @@ def test_the_text_encoder_loads_behind_the_transformer_and_the_span_covers_both(
     timeline = Timeline()
     container.denoiser.override(timeline.builder("denoiser", 0.5, FakeDenoiser()))
     container.text_encoder.override(timeline.builder("text_encoder", 0.3, FakeTextEncoder()))
+    container.tokenizer_check.override(providers.Object(None))  # the fake encoder has no tokenizer
     container.autoencoder.override(timeline.builder("autoencoder", 0.1, FakeAutoencoder()))
     trace = TimingTrace()
     container.service().load(trace)

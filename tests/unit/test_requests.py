@@ -22,14 +22,25 @@ def test_valid_request_builds():
     "field, value, expected",
     [
         ("height", 500, "multiple of 16; use 496 or 512"),
-        ("width", 8, "at least 16"),
+        ("width", 8, "from 16 to 16384"),
         ("width", 832.0, "integer"),
+        ("height", 16400, "from 16 to 16384"),
         ("num_frames", 80, "4k+1"),
-        ("num_frames", 0, "positive"),
-        ("num_inference_steps", 0, ">= 1"),
+        ("num_frames", 0, "from 1 to 4093"),
+        ("num_frames", 4097, "from 1 to 4093"),
+        ("num_inference_steps", 0, "from 1 to 1000"),
+        ("num_inference_steps", 1001, "from 1 to 1000"),
+        ("num_inference_steps", 10**12, "from 1 to 1000"),
+        ("sample_timesteps", list(range(2000, 0, -1)), "1 to 1000 training timesteps"),
+        ("prompt", "a fox " * 4000, "at most 20000 characters"),
+        ("negative_prompt", "blurry " * 4000, "at most 20000 characters"),
         ("guidance_scale", -1.0, ">= 0"),
         ("guidance_scale", float("nan"), ">= 0"),
-        ("flow_shift", 0.0, "> 0"),
+        ("flow_shift", 0.0, "from 0.01 to 100"),
+        ("flow_shift", 1e300, "from 0.01 to 100"),
+        ("flow_shift", float("nan"), "from 0.01 to 100"),
+        ("expert_switch_step", 1001, "from 0 to 1000"),
+        ("sample_timesteps", tuple(1000 - i / 2 for i in range(1001)), "1 to 1000 training timesteps"),
         ("seed", -3, "[0,"),
         ("prompt", "   ", "non-empty"),
         ("negative_prompt", None, "text"),
@@ -42,6 +53,15 @@ def test_invalid_field_is_named(field, value, expected):
         GenerationRequest(**{**VALID, field: value})
     assert field in str(err.value)
     assert expected in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("num_inference_steps", 1), ("num_inference_steps", 1000), ("flow_shift", 0.01), ("flow_shift", 100.0),
+     ("height", 16384), ("num_frames", 4093), ("sample_timesteps", tuple(range(1000, 0, -1)))],
+)  # fmt: skip
+def test_the_ends_of_each_range_are_accepted(field, value):
+    assert getattr(GenerationRequest(**{**VALID, field: value}), field) == value
 
 
 def test_dpm_on_the_diffusers_grid_is_refused_with_the_fix():

@@ -36,6 +36,7 @@ def container(fakes):
         return fake
 
     container.text_encoder.override(providers.Singleton(built, fakes.text))
+    container.tokenizer_check.override(providers.Object(None))  # the fake encoder has no tokenizer
     container.denoiser.override(providers.Singleton(built, fakes.denoiser))
     container.autoencoder.override(providers.Singleton(built, fakes.vae))
     return container

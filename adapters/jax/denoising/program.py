@@ -22,10 +22,11 @@ from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays, scan_denoise
-from wanjax.adapters.jax.denoising.step import StepInputs, StepValues, denoise_step, initial_cache
+from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache
 from wanjax.adapters.jax.platform.compiled import CompiledFunction
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.offload import blocks_in_host_memory
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
@@ -39,11 +40,14 @@ class DenoiserOptions:
     use_kv_cache: cross-attention K/V computed once per generation, not in every step.
     scan_diffusion_loop: all steps as one lax.scan (no per-step progress) instead of a Python loop.
     scheduler_dtype: the dtype of the solver state and its arithmetic (the latents between steps).
+    stream_blocks: the blocks' weights live in host memory and reach the device one block ahead of
+      the block that runs (`offload=layers`); the program moves any that are not there yet.
     """
 
     use_kv_cache: bool = True
     scan_diffusion_loop: bool = False
     scheduler_dtype: DTypeLike = jnp.float32
+    stream_blocks: bool = False
 
 
 class DenoisingProgram:
@@ -54,9 +58,10 @@ class DenoisingProgram:
     """
 
     def __init__(self, experts: Sequence[WanTransformer], options: DenoiserOptions = DenoiserOptions()) -> None:
-        self.graphdef = nnx.graphdef(experts[0])
+        self.model = StepModel(nnx.graphdef(experts[0]), stream_blocks=options.stream_blocks)
         self.architecture = experts[0]  # read for shapes and dtypes only
-        self.params = tuple(nnx.split(expert)[1] for expert in experts)
+        params = tuple(nnx.split(expert)[1] for expert in experts)
+        self.params = tuple(blocks_in_host_memory(p) for p in params) if options.stream_blocks else params
         self.dtype = experts[0].dtype
         self.options = options
         self._rope_tables = experts[0].rope_tables
@@ -113,32 +118,32 @@ class DenoisingProgram:
         inputs: StepInputs,
         cache: CacheState = CacheState(),
         controls: CacheControls | None = None,
-    ) -> tuple[Any, ...]:
+    ) -> tuple[Step, SolverState, CacheState]:
         """The arguments of `step` for step i; `cache` as the previous step left it (empty for a
         dense plan), `controls` the plan's (`CacheControls.of(plan.cache)`, made once per run)."""
         expert = plan.experts[i]
         values = StepValues(plan.solver.row(i), plan.timesteps[i], plan.guidance_scales[i], np.int32(expert))
         controls = (CacheControls.of(plan.cache) if controls is None else controls).at(i)
-        return (
-            self.params[expert], state, cache, values, controls, inputs.text[expert], inputs.conditioning, inputs.rope,
-        )  # fmt: skip
+        return Step.of(self.params[expert], values, controls, inputs, expert), state, cache
 
     def cross_attention_kv(
         self, params: nnx.State, contexts: jax.Array, image_context: jax.Array | None
     ) -> CrossAttentionKV:
-        model = nnx.merge(self.graphdef, params)
+        model = nnx.merge(self.model.graphdef, params)
         image_context = None if image_context is None else image_context.astype(self.dtype)
-        return model.cross_attention_kv(contexts.astype(self.dtype), image_context)
+        return model.cross_attention_kv(contexts.astype(self.dtype), image_context, stream=self.model.stream_blocks)
 
-    def guided_step(self, params: nnx.State, *args: Any) -> tuple[SolverState, CacheState, StepReport]:
-        """One step of `denoise_step` with an expert's `params` (args: see `step_arguments`)."""
-        return denoise_step(self.graphdef, params, *args)
+    def guided_step(
+        self, step: Step, state: SolverState, cache: CacheState
+    ) -> tuple[SolverState, CacheState, StepReport]:
+        """One step of `denoise_step` (arguments: `step_arguments`)."""
+        return denoise_step(self.model, step, state, cache)
 
     def scan_loop(
         self, params: tuple[nnx.State, ...], state: SolverState, steps: PlanArrays, inputs: StepInputs
     ) -> tuple[SolverState, StepReport]:
         """Every step of the plan (`PlanArrays.of(plan)`) as one `lax.scan`."""
-        return scan_denoise(self.graphdef, params, state, steps, inputs)
+        return scan_denoise(self.model, params, state, steps, inputs)
 
 
 def _compiler_options() -> dict[str, str]:

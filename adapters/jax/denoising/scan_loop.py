@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
-from wanjax.adapters.jax.denoising.step import StepInputs, StepValues, denoise_step, initial_cache
+from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
 
@@ -48,7 +48,7 @@ class PlanArrays(NamedTuple):
 
 
 def scan_denoise(
-    graphdef: nnx.GraphDef,
+    model: StepModel,
     params: Sequence[nnx.State],
     state: SolverState,
     steps: PlanArrays,
@@ -57,15 +57,13 @@ def scan_denoise(
     """All steps of `steps` from `state`; params[e] and inputs.text[e] belong to expert e.
     Returns the final state and what each step ran (fields [S])."""
     controls = steps.cache
-    model = nnx.merge(graphdef, params[0])  # read for its shapes only
-    cache = initial_cache(model, controls, state.sample, inputs)
+    architecture = nnx.merge(model.graphdef, params[0])  # read for its shapes only
+    cache = initial_cache(architecture, controls, state.sample, inputs)
 
     def expert_step(expert: int, carry: tuple[SolverState, CacheState], values: StepValues, step_controls):
         state, cache = carry
-        state, cache, report = denoise_step(
-            graphdef, params[expert], state, cache, values, step_controls, inputs.text[expert],
-            inputs.conditioning, inputs.rope,
-        )  # fmt: skip
+        step = Step.of(params[expert], values, step_controls, inputs, expert)
+        state, cache, report = denoise_step(model, step, state, cache)
         return (state, cache), report
 
     branches = [functools.partial(expert_step, e) for e in range(len(params))]

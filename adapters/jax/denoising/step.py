@@ -2,10 +2,12 @@
 (conditional and unconditional rows in one batch), classifier-free guidance, the solver update,
 and whatever the cache plan skips.
 
-Everything fixed for a generation (text K/V or embeddings, image conditioning, RoPE tables)
-arrives as one `StepInputs` pytree, built once before the loop; the per-step values (solver
-row, timestep, guidance scale, the cache plan's flags) and the expert's weights are arguments.
-So one executable serves every step, expert, prompt, seed, guidance value and cache schedule.
+A step reads one `Step` (a pytree): its expert's weights, the per-step values (solver row,
+timestep, guidance scale, the cache plan's flags) and its expert's share of what is fixed for a
+generation (`StepInputs`: text K/V or embeddings, image conditioning, RoPE tables, built once
+before the loop). What is fixed when it compiles (the graph, whether block weights stream from
+host memory) is a `StepModel`. So one executable serves every step, expert, prompt, seed,
+guidance value and cache schedule.
 
 Cache policies (docs/caching.md, "Device semantics") skip work with `lax.cond`, so a skipped
 transformer pass or block stack is not executed: MagCache and TeaCache skip the blocks and add
@@ -16,11 +18,10 @@ carried in a `CacheState` whose structure follows the features the plan uses (no
 
 from __future__ import annotations
 
-import functools
 import math
-from collections.abc import Callable
 from typing import NamedTuple
 
+import attrs
 import jax
 import jax.numpy as jnp
 from flax import nnx
@@ -81,29 +82,54 @@ class StepValues(NamedTuple):
     expert: jax.Array  # int32: which expert's weights `params` are
 
 
+class Step(NamedTuple):
+    """Everything one step reads besides the state it carries (a pytree, the step's one argument
+    beside the solver and cache states): its expert's weights, the plan's values for it, the
+    cache plan's controls, and that expert's share of the generation's `StepInputs`. A new
+    per-step input is a field here, read where it is used."""
+
+    params: nnx.State
+    values: StepValues
+    controls: CacheControls
+    text: TextInput
+    conditioning: Conditioning
+    rope: RopeTables
+
+    @classmethod
+    def of(
+        cls, params: nnx.State, values: StepValues, controls: CacheControls, inputs: StepInputs, expert: int
+    ) -> Step:
+        """Expert `expert`'s step: its `params` and its share of the generation's `inputs`."""
+        return cls(params, values, controls, inputs.text[expert], inputs.conditioning, inputs.rope)
+
+
+@attrs.frozen
+class StepModel:
+    """The static half of a step, fixed when it compiles: the experts' shared graph and whether
+    their blocks' weights live in host memory and are streamed in, block by block, as the blocks
+    run (`offload=layers`; adapters/jax/transformer/offload.py)."""
+
+    graphdef: nnx.GraphDef
+    stream_blocks: bool = False
+
+    def merged(self, params: nnx.State) -> WanTransformer:
+        """The model in the current trace: nnx's transforms (the layer scan) refuse Variables made
+        in an outer one (a lax.cond branch, a lax.switch branch, the loop's scan)."""
+        return nnx.merge(self.graphdef, jax.tree.map(lambda a: a, params))
+
+
 def denoise_step(
-    graphdef: nnx.GraphDef,
-    params: nnx.State,
-    state: SolverState,
-    cache: CacheState,
-    values: StepValues,
-    controls: CacheControls,
-    text: TextInput,
-    conditioning: Conditioning,
-    rope: RopeTables,
+    model: StepModel, step: Step, state: SolverState, cache: CacheState
 ) -> tuple[SolverState, CacheState, StepReport]:
-    """One step from state.sample [B, F', H', W', C] under this step's cache `controls` (one
+    """One step from state.sample [B, F', H', W', C] under this step's cache controls (one
     step's values); the solver runs in the state's dtype (scheduler_dtype). With `NO_CACHE`
     and an empty `cache` this is the plain step: nothing carried, nothing reported."""
-    step = functools.partial(
-        _guided_velocity, graphdef, values=values, controls=controls, text=text, conditioning=conditioning, rope=rope
-    )
     x = state.sample
     if cache.sen is None:
-        velocity, cache, report = step(params, x, cache)
+        velocity, cache, report = _guided_velocity(model, step, x, cache)
     else:
-        velocity, cache, report = _with_sencache(step, params, x, cache, values, controls)
-    return solver_step(state, velocity.astype(x.dtype), values.row.astype(x.dtype)), cache, report
+        velocity, cache, report = _with_sencache(model, step, x, cache)
+    return solver_step(state, velocity.astype(x.dtype), step.values.row.astype(x.dtype)), cache, report
 
 
 def initial_cache(
@@ -125,128 +151,105 @@ def initial_cache(
 
 
 def _with_sencache(
-    step: Callable[..., tuple[jax.Array, CacheState, StepReport]],
-    params: nnx.State,
-    x: jax.Array,
-    cache: CacheState,
-    values: StepValues,
-    controls: CacheControls,
+    model: StepModel, step: Step, x: jax.Array, cache: CacheState
 ) -> tuple[jax.Array, CacheState, StepReport]:
     """SenCache around the guided prediction: the last one reused (no transformer at all)
     while the drift since it was computed stays under the threshold."""
-    sen = cache.sen
+    sen, values, controls = cache.sen, step.values, step.controls
     may_reuse = ~controls.steps.force_compute & (sen.expert == values.expert)
     reuse, after_reuse = sencache_decision(sen, controls.rule, x, values.timestep, may_reuse)
 
-    def reused(params: nnx.State, cache: CacheState) -> tuple[jax.Array, CacheState]:
+    def reused(step: Step, cache: CacheState) -> tuple[jax.Array, CacheState]:
         return sen.velocity, cache._replace(sen=after_reuse)
 
-    def computed(params: nnx.State, cache: CacheState) -> tuple[jax.Array, CacheState]:
-        velocity, cache, _ = step(params, x, cache)
+    def computed(step: Step, cache: CacheState) -> tuple[jax.Array, CacheState]:
+        velocity, cache, _ = _guided_velocity(model, step, x, cache)
         velocity = velocity.astype(sen.velocity.dtype)
         zero = jnp.float32(0.0)
         reference = SenCacheState(velocity, x, values.timestep / 1000.0, zero, zero, jnp.int32(0), values.expert)
         return velocity, cache._replace(sen=reference)
 
-    velocity, cache = jax.lax.cond(reuse, reused, computed, params, cache)
+    velocity, cache = jax.lax.cond(reuse, reused, computed, step, cache)
     return velocity, cache, StepReport(transformer=~reuse)
 
 
 def _guided_velocity(
-    graphdef: nnx.GraphDef,
-    params: nnx.State,
-    x: jax.Array,
-    cache: CacheState,
-    *,
-    values: StepValues,
-    controls: CacheControls,
-    text: TextInput,
-    conditioning: Conditioning,
-    rope: RopeTables,
+    model: StepModel, step: Step, x: jax.Array, cache: CacheState
 ) -> tuple[jax.Array, CacheState, StepReport]:
     """The guided velocity [B, F', H', W', C] float32 at x; with the CFG cache, on its steps,
     from the conditional rows alone."""
-    model = _merged(graphdef, params)
-    copies = text_batch(text) // x.shape[0]
-    x_in = with_first_frame(x, conditioning.first_frame).astype(model.dtype)
+    values, conditioning = step.values, step.conditioning
+    transformer = model.merged(step.params)
+    copies = text_batch(step.text) // x.shape[0]
+    x_in = with_first_frame(x, conditioning.first_frame).astype(transformer.dtype)
     if conditioning.extra_channels is not None:
-        x_in = jnp.concatenate([x_in, conditioning.extra_channels.astype(model.dtype)], axis=-1)
-    t = _timesteps(model, x, values.timestep, conditioning, copies)  # [copies * B] or [copies * B, S]
-    image_context = conditioning.image_context
-    image_context = None if image_context is None else image_context.astype(model.dtype)
-    run = functools.partial(
-        _transformer_pass, graphdef, x_in=x_in, rope=rope, expert=values.expert, controls=controls,
-        vace=(conditioning.control, conditioning.control_scale),
-    )  # fmt: skip
+        x_in = jnp.concatenate([x_in, conditioning.extra_channels.astype(transformer.dtype)], axis=-1)
+    t = _timesteps(transformer, x, values.timestep, conditioning, copies)  # [copies * B] or [copies * B, S]
     if cache.guidance is None:
-        velocity, cache, report = run(params, cache, t=t, text=text, image_context=image_context)
+        velocity, cache, report = _transformer_pass(model, step, cache, x_in, t)
         if copies == 2:  # conditional rows first
             velocity = _guidance(*jnp.split(velocity, 2), values.guidance_scale)
         return velocity, cache, report
 
-    def both_passes(params: nnx.State, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        velocity, cache, _ = run(params, cache, t=t, text=text, image_context=image_context)
+    def both_passes(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
+        velocity, cache, _ = _transformer_pass(model, step, cache, x_in, t)
         conditional, unconditional = jnp.split(velocity, 2)
         difference = GuidanceCache(unconditional - conditional, values.expert)  # [B, F', H', W', C] float32
         return conditional, unconditional, cache._replace(guidance=difference)
 
-    def conditional_pass(params: nnx.State, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
+    def conditional_pass(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
         rows = x.shape[0]
-        cond_text = jax.tree.map(lambda a: a[:, :rows], text) if isinstance(text, CrossAttentionKV) else text[:rows]
-        cond_image = None if image_context is None else image_context[:rows]
-        conditional, cache, _ = run(params, cache, t=t[:rows], text=cond_text, image_context=cond_image)
-        weights = controls.steps.cfg_weights
+        conditional, cache, _ = _transformer_pass(model, _conditional_rows(step, rows), cache, x_in, t[:rows])
+        weights = step.controls.steps.cfg_weights
         return conditional, estimate_unconditional(conditional, cache.guidance.difference, weights), cache
 
-    cond_only = controls.steps.cond_only & (cache.guidance.expert == values.expert)
-    conditional, unconditional, cache = jax.lax.cond(cond_only, conditional_pass, both_passes, params, cache)
+    cond_only = step.controls.steps.cond_only & (cache.guidance.expert == values.expert)
+    conditional, unconditional, cache = jax.lax.cond(cond_only, conditional_pass, both_passes, step, cache)
     return _guidance(conditional, unconditional, values.guidance_scale), cache, StepReport(unconditional=~cond_only)
 
 
-def _transformer_pass(
-    graphdef: nnx.GraphDef,
-    params: nnx.State,
-    cache: CacheState,
-    *,
-    x_in: jax.Array,
-    t: jax.Array,
-    text: TextInput,
-    image_context: jax.Array | None,
-    rope: RopeTables,
-    expert: jax.Array,
-    controls: CacheControls,
-    vace: tuple[jax.Array | None, jax.Array | None],
-) -> tuple[jax.Array, CacheState, StepReport]:
-    """The transformer on x_in [B, F', H', W', C_in] repeated for the rows of `text` (conditional
-    first) -> velocity [rows, F', H', W', C_out] float32. With a residual cache, its blocks are
-    skipped (their cached residual added) on the steps the plan or TeaCache reuse. `vace`: the
-    VACE control latents [B, ...] and scale (Nones for other models), repeated as x_in is."""
-    model = _merged(graphdef, params)
-    copies = text_batch(text) // x_in.shape[0]
-    grid = model.token_grid(x_in.shape)
-    x_rows = jnp.concatenate([x_in] * copies)
-    tokens, time = model.embed(x_rows, t)  # [rows, S, D]
-    control, scale = vace
-    vace_rows = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
-    blocks = functools.partial(_blocks, graphdef, text=text, image_context=image_context, rope=rope, vace=vace_rows)
-    if not controls.tracks_residual:
-        out = blocks(params, tokens, time.temb6)
-        norms = residual_norms(out - tokens, copies) if controls.calibrate else None
-        return model.head(out, time, grid), cache, StepReport(residual_norms=norms)
+def _conditional_rows(step: Step, rows: int) -> Step:
+    """The step on the first `rows` (conditional) rows of its text and image inputs alone."""
+    text = step.text
+    text = jax.tree.map(lambda a: a[:, :rows], text) if isinstance(text, CrossAttentionKV) else text[:rows]
+    image = step.conditioning.image_context
+    conditioning = step.conditioning._replace(image_context=None if image is None else image[:rows])
+    return step._replace(text=text, conditioning=conditioning)
 
-    reuse, cache = _reuses_residual(cache, controls, time, expert)
+
+def _transformer_pass(
+    model: StepModel, step: Step, cache: CacheState, x_in: jax.Array, t: jax.Array
+) -> tuple[jax.Array, CacheState, StepReport]:
+    """The transformer on x_in [B, F', H', W', C_in] repeated for the rows of the step's text
+    (conditional first) at timesteps `t` -> velocity [rows, F', H', W', C_out] float32. With a
+    residual cache, its blocks are skipped (their cached residual added) on the steps the plan
+    or TeaCache reuse. A VACE model's control latents [B, ...] are repeated as x_in is."""
+    transformer, controls = model.merged(step.params), step.controls
+    copies = text_batch(step.text) // x_in.shape[0]
+    grid = transformer.token_grid(x_in.shape)
+    x_rows = jnp.concatenate([x_in] * copies)
+    tokens, time = transformer.embed(x_rows, t)  # [rows, S, D]
+    control = step.conditioning.control
+    scale = step.conditioning.control_scale
+    vace = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
+    if not controls.tracks_residual:
+        out = _blocks(model, step, tokens, time.temb6, vace)
+        norms = residual_norms(out - tokens, copies) if controls.calibrate else None
+        return transformer.head(out, time, grid), cache, StepReport(residual_norms=norms)
+
+    reuse, cache = _reuses_residual(cache, controls, time, step.values.expert)
     residual = cache.residual.residual
 
-    def reused(params: nnx.State, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def reused(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
         return tokens + residual, residual
 
-    def computed(params: nnx.State, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = blocks(params, tokens, temb6)
+    def computed(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
+        out = _blocks(model, step, tokens, temb6, vace)
         return out, out - tokens
 
-    out, residual = jax.lax.cond(reuse, reused, computed, params, tokens, time.temb6)
-    cache = cache._replace(residual=ResidualCache(residual, expert))
-    return model.head(out, time, grid), cache, StepReport(blocks=~reuse)
+    out, residual = jax.lax.cond(reuse, reused, computed, step, tokens, time.temb6)
+    cache = cache._replace(residual=ResidualCache(residual, step.values.expert))
+    return transformer.head(out, time, grid), cache, StepReport(blocks=~reuse)
 
 
 def _reuses_residual(
@@ -265,31 +268,23 @@ def _reuses_residual(
 
 
 def _blocks(
-    graphdef: nnx.GraphDef,
-    params: nnx.State,
+    model: StepModel,
+    step: Step,
     tokens: jax.Array,
     temb6: jax.Array,
-    *,
-    text: TextInput,
-    image_context: jax.Array | None,
-    rope: RopeTables,
     vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None,
 ) -> jax.Array:
     """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, reading its
     control latents [rows, ...] and scale, for latents of the given shape); the cross-attention
     K/V from the cache, or computed here from the text embeddings (and image tokens)."""
-    model = _merged(graphdef, params)
-    control = None if vace is None else model.vace_control(*vace)
-    if isinstance(text, CrossAttentionKV):
-        return model.run_blocks(tokens, text, temb6, rope, control)
-    kv = model.cross_attention_kv(text.astype(model.dtype), image_context)  # [layers, rows, L, N, H] ...
-    return model.run_blocks(tokens, kv, temb6, rope, control)
-
-
-def _merged(graphdef: nnx.GraphDef, params: nnx.State) -> WanTransformer:
-    """The model in the current trace: nnx's transforms (the layer scan) refuse Variables made
-    in an outer one (a lax.cond branch, a lax.switch branch, the loop's scan)."""
-    return nnx.merge(graphdef, jax.tree.map(lambda a: a, params))
+    transformer = model.merged(step.params)
+    control = None if vace is None else transformer.vace_control(*vace)
+    kv = step.text
+    if not isinstance(kv, CrossAttentionKV):
+        image = step.conditioning.image_context
+        image = None if image is None else image.astype(transformer.dtype)
+        kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
+    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, stream=model.stream_blocks)
 
 
 def _guidance(conditional: jax.Array, unconditional: jax.Array, scale: jax.Array) -> jax.Array:

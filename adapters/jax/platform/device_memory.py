@@ -23,6 +23,14 @@ def available_bytes() -> int | None:
     return _host_available()
 
 
+def host_available_bytes() -> int | None:
+    """The machine's available host memory (MemAvailable), None where it cannot be read."""
+    try:
+        return _kib_field("/proc/meminfo", "MemAvailable")
+    except (OSError, KeyError, ValueError):
+        return None
+
+
 def _host_available() -> int | None:
     try:
         return _kib_field("/proc/meminfo", "MemAvailable") + _kib_field("/proc/self/status", "VmRSS")

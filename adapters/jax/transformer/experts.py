@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import attrs
+import jax
 import numpy as np
 from jax.typing import DTypeLike
 
@@ -20,6 +21,7 @@ from wanjax.adapters.checkpoints.weights import TensorFiles
 from wanjax.adapters.jax.loading.placement import ShardedPlacement
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.offload import BLOCKS, in_host_memory, put_in_host_memory
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import (
     abstract_transformer,
@@ -33,12 +35,14 @@ from wanjax.domain.specs import TransformerSpec
 @attrs.frozen(kw_only=True)
 class ExpertLoading:
     """How experts load: runtime, fp8 kernel storage, placement (replicated, or each parameter
-    with its own sharding on a mesh) and an optional cache."""
+    with its own sharding on a mesh), an optional cache, and whether the blocks' weights go to
+    host memory (`offload=layers`) as they are placed, so the device never holds them all."""
 
     runtime: TransformerRuntime
     kernel_dtype: DTypeLike | None = None
     placement: ReplicatedPlacement | ShardedPlacement = attrs.field(factory=ReplicatedPlacement)
     cache: ConvertedWeightsCache | None = None
+    blocks_in_host_memory: bool = False
 
     def load(self, spec: TransformerSpec, tensors: Mapping[str, np.ndarray]) -> WanTransformer:
         """One transformer from its tensors (diffusers names), restored from the cache when
@@ -51,12 +55,20 @@ class ExpertLoading:
             key = cache_key(tensors.identity(), layout, extra=(repr(spec), f"scan={self.runtime.scan_layers}"))
             restored = self.cache.restore(key, layout, self.placement.sharding)
             if restored is not None:
-                return set_parameters(model, restored)
+                return set_parameters(model, self._offloaded(restored))
         host = convert_transformer_weights(model, tensors, kernel_dtype=self.kernel_dtype)
-        arrays = self.placement.put_all(host)
+        offloaded = {path for path in host if self.blocks_in_host_memory and path[0] == BLOCKS}
+        arrays = self.placement.put_all({path: a for path, a in host.items() if path not in offloaded})
+        arrays |= {path: put_in_host_memory(host[path]) for path in offloaded}  # never on the device
         if key is not None:
             self.cache.save(key, arrays)
-        return set_parameters(model, arrays)
+        return set_parameters(model, self._offloaded(arrays))
+
+    def _offloaded(self, arrays: dict[tuple, jax.Array]) -> dict[tuple, jax.Array]:
+        """With `offload=layers`, the blocks' arrays in host memory (restored ones moved there)."""
+        if not self.blocks_in_host_memory:
+            return arrays
+        return {path: in_host_memory(a) if path[0] == BLOCKS else a for path, a in arrays.items()}
 
     def load_all(self, spec: TransformerSpec, experts: Sequence[Mapping[str, np.ndarray]]) -> list[WanTransformer]:
         """Every expert from its tensors, concurrently (one thread each)."""

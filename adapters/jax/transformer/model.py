@@ -24,6 +24,7 @@ from jax.typing import ArrayLike
 from wanjax.adapters.jax.sharding.activations import constrain
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
+from wanjax.adapters.jax.transformer.offload import scan_streamed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
@@ -91,19 +92,22 @@ class WanTransformer(nnx.Module):
         grid = self.token_grid(latent_shape)
         return rope_tables(self.spec.attention_head_dim, grid, self.spec.rope_max_seq_len)
 
-    def cross_attention_kv(self, context: jax.Array, image_context: jax.Array | None = None) -> CrossAttentionKV:
+    def cross_attention_kv(
+        self, context: jax.Array, image_context: jax.Array | None = None, *, stream: bool = False
+    ) -> CrossAttentionKV:
         """The cross-attention K/V of every block, stacked [layers, B, L, N, H] (and [layers, B, M, N, H]
         for the image tokens): context [B, L, text_dim], image_context [B, M, image_dim] as in `__call__`.
 
         They depend on the prompt (and image), never on the latents or the timestep: a sampling
         loop computes them once and passes them as `cache=` to every step (the KV cache).
         A VACE model's also holds its VACE blocks' K/V ([V, B, L, N, H] ..., in `vace`).
+        `stream`: the blocks' weights are in host memory (`offload.scan_streamed`).
         """
         batch = context.shape[0]
         self._check_image_context(batch, image_context)
         text = self.condition_embedder.text(context)  # [B, L, D]
         image = None if image_context is None else self.condition_embedder.image(image_context)  # [B, M, D]
-        kv = stacked_key_values(self.blocks, text, image)
+        kv = stacked_key_values(self.blocks, text, image, stream=stream)
         if self.vace is not None:
             kv = kv._replace(vace=self.vace.cross_key_values(text, image))
         return self._pin_kv(kv)
@@ -224,16 +228,27 @@ class WanTransformer(nnx.Module):
         temb6: jax.Array,
         rope: RopeTables,
         control: VaceControl | None = None,
+        *,
+        stream: bool = False,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
         ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. A VACE
-        model first runs its VACE blocks on `control` and x, then adds their hints."""
+        model first runs its VACE blocks on `control` and x, then adds their hints. `stream`:
+        the scanned blocks' weights are in host memory and reach the device block by block
+        (`offload.scan_streamed`)."""
         hints = None
         if self.vace is not None:
             if control is None or cache.vace is None:
                 raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
             hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
         cache, slots = cache._replace(vace=None), hint_slots(self.spec)
+        if stream:
+
+            def streamed(block: WanBlock, x: jax.Array, per_layer: tuple) -> tuple[jax.Array, None]:
+                kv, slot = per_layer
+                return self._pin_tokens(with_hint(block(x, kv, temb6, rope), hints, slot)), None
+
+            return scan_streamed(self.blocks, streamed, x, (cache, slots))[0]
         if self.scan_layers:
 
             @nnx.scan(in_axes=(nnx.Carry, 0, 0, 0, None, None, None), out_axes=nnx.Carry)

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock
+from wanjax.adapters.jax.transformer.offload import scan_streamed
 
 Block = TypeVar("Block", bound=WanBlock)
 
@@ -43,10 +44,17 @@ def block_stack(
 
 
 def stacked_key_values(
-    blocks: WanBlock | nnx.List, text: jax.Array, image: jax.Array | None
+    blocks: WanBlock | nnx.List, text: jax.Array, image: jax.Array | None, *, stream: bool = False
 ) -> CrossAttentionKV:
     """Every block's cross-attention K/V of the embedded text [B, L, D] (and image tokens
-    [B, M, D]), stacked [layers, B, L, N, H] whichever the layout."""
+    [B, M, D]), stacked [layers, B, L, N, H] whichever the layout; `stream`: the scanned
+    blocks' weights are in host memory (`offload.scan_streamed`)."""
+    if stream:
+
+        def per_layer(block: WanBlock, carry: None, x: None) -> tuple[None, CrossAttentionKV]:
+            return None, block.cross_key_values(text, image)
+
+        return scan_streamed(blocks, per_layer, None, None)[1]
     if isinstance(blocks, nnx.List):
         per_layer = [block.cross_key_values(text, image) for block in blocks]
         return jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer)

@@ -1,0 +1,61 @@
+"""A published model's shapes standing in for its checkpoint, so that `wanjax plan` answers
+before its weights are downloaded (the architecture `wanjax bench` builds)."""
+
+from __future__ import annotations
+
+import attrs
+
+from wanjax.domain.architectures import UMT5_XXL_ENCODER_PARAMETERS, Architecture, published_architecture
+from wanjax.domain.specs import TransformerSpec, VaeSpec
+
+
+@attrs.frozen
+class ParameterCount:
+    count: int
+
+    def parameter_count(self) -> int:
+        return self.count
+
+
+@attrs.frozen
+class PublishedCheckpoint:
+    """What the memory plan reads of a checkpoint (specs, experts, parameter counts), from
+    `domain.architectures` instead of files."""
+
+    architecture: Architecture
+    vae_parameters: int
+
+    @classmethod
+    def of(cls, repo_id: str) -> PublishedCheckpoint:
+        architecture = published_architecture(repo_id)
+        return cls(architecture, vae_parameter_count(architecture.vae))
+
+    @property
+    def transformer_spec(self) -> TransformerSpec:
+        return self.architecture.transformer
+
+    @property
+    def vae_spec(self) -> VaeSpec:
+        return self.architecture.vae
+
+    @property
+    def experts(self) -> tuple[str, ...]:
+        return ("transformer", "transformer_2")[: self.architecture.num_experts]
+
+    def weights(self, component: str) -> ParameterCount:
+        counts = {"vae": self.vae_parameters, "text_encoder": UMT5_XXL_ENCODER_PARAMETERS}
+        return ParameterCount(counts[component])
+
+
+def vae_parameter_count(spec: VaeSpec) -> int:
+    """The VAE's parameters (encoder and decoder, as its checkpoint holds them), from its abstract model."""
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from wanjax.adapters.jax.vae.model import WanVAE
+    from wanjax.adapters.jax.vae.runtime import VaeRuntime
+
+    runtime = VaeRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    abstract = nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0)))
+    return sum(leaf.size for leaf in jax.tree.leaves(nnx.state(abstract, nnx.Param)))

@@ -1,0 +1,50 @@
+"""The GPU hosts' kit and prepared check, dry-run on this CPU, so neither rots between GPU runs.
+
+`scripts/device-kit` downloads the pinned wheels; `scripts/device-check --smoke` builds a fresh
+Python 3.12 venv from the device image's pins and the kit alone (`--no-index`) and runs every
+stage at tiny sizes. The torch stages have no torch there (no CPU build on PyPI for Linux) and
+say so; everything else must pass, with the same code and flags as on the GPU.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+NEEDS_TORCH = {"diffusers_parity"}
+
+
+def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
+    kit = subprocess.run([ROOT / "scripts/device-kit", tmp_path / "kit"], capture_output=True, text=True, timeout=900)
+    assert kit.returncode == 0, kit.stderr[-3000:]
+    assert "of 60 MiB" in kit.stdout
+
+    out = tmp_path / "out"
+    check = subprocess.run([ROOT / "scripts/device-check", "--smoke", "--kit", tmp_path / "kit", "--out", out],
+                           capture_output=True, text=True, timeout=1500)  # fmt: skip
+    report = json.loads((out / "check.json").read_text())
+    stages = report["stages"]
+    assert check.returncode == 0, f"{check.stdout[-3000:]}\n{check.stderr[-3000:]}"
+    assert list(stages) == list(_stage_names())  # every stage ran, none was skipped for time
+    for name, stage in stages.items():
+        expected = "skipped" if name in NEEDS_TORCH else "passed"
+        assert stage["status"] == expected, (name, stage)
+    assert stages["environment"]["versions"]["jax"] == _pinned("jax")  # the image's version, not the project's
+    assert stages["demo_vs_cpu"]["device_runs_bitwise_equal"]
+    assert all(b.get("max_relative_error", 0) < 2e-2 for b in stages["attention_32760"]["backends"].values())
+    assert stages["bench_14b_720p_81_fp8"]["weights_dtype"] == "float8_e4m3fn"
+
+
+def _stage_names() -> list[str]:
+    listed = subprocess.run([sys.executable, ROOT / "scripts/device/check.py", "--list"], capture_output=True, text=True)
+    return listed.stdout.split()
+
+
+def _pinned(name: str) -> str:
+    for line in (ROOT / "scripts/device/image.txt").read_text().splitlines():
+        if line.startswith(f"{name}=="):
+            return line.split("==")[1]
+    raise AssertionError(f"{name} is not pinned in scripts/device/image.txt")

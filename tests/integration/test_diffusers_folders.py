@@ -1,0 +1,111 @@
+"""Every Wan pipeline class diffusers has, saved by its own `save_pretrained` with each tokenizer
+kind a UMT5-style text encoder comes with, loaded through the CLI: the classes whose components
+wanjax reads generate; the others are refused naming the mode wanjax does not build."""
+
+import inspect
+import shutil
+
+import diffusers
+import numpy as np
+import pytest
+from PIL import Image
+
+from tiny_wan import (
+    tiny_wan_animate_pipeline,
+    tiny_wan_i2v_pipeline,
+    tiny_wan_pipeline,
+    tiny_wan_v2v_pipeline,
+    tiny_wan_vace_pipeline,
+    with_tokenizer,
+)
+from tokenizer_kinds import TOKENIZER_KINDS, write_tokenizer
+from wanjax.adapters.checkpoints.diffusers_folder import SUPPORTED_PIPELINES, UNBUILT_PIPELINES
+from wanjax.entrypoints.cli import main
+
+SMALL = ["--height", "32", "--width", "48", "--num-frames", "5", "--steps", "2", "--quiet"]
+BUILDERS = {
+    "WanPipeline": tiny_wan_pipeline,
+    "WanImageToVideoPipeline": tiny_wan_i2v_pipeline,
+    "WanVideoToVideoPipeline": tiny_wan_v2v_pipeline,
+    "WanVACEPipeline": tiny_wan_vace_pipeline,
+    "WanAnimatePipeline": tiny_wan_animate_pipeline,
+}
+
+
+@pytest.fixture(autouse=True)
+def demo_in_session_cache(demo_cache, monkeypatch):
+    monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))
+
+
+def test_every_wan_pipeline_class_of_diffusers_is_read_or_refused_by_name():
+    exported = {name: getattr(diffusers, name) for name in dir(diffusers) if name.startswith("Wan")}  # lazy module
+    pipeline = diffusers.DiffusionPipeline
+    classes = {name for name, value in exported.items() if inspect.isclass(value) and issubclass(value, pipeline)}
+    assert classes == set(SUPPORTED_PIPELINES) | set(UNBUILT_PIPELINES) == set(BUILDERS)
+
+
+@pytest.mark.parametrize("tokenizer_kind", TOKENIZER_KINDS)
+@pytest.mark.parametrize("pipeline", SUPPORTED_PIPELINES)
+def test_a_saved_folder_generates_through_the_cli(tmp_path, pipeline, tokenizer_kind):
+    model = _saved(BUILDERS[pipeline](), tokenizer_kind, tmp_path / "model")
+    out = tmp_path / "frames.npy"
+    args = ["--model", str(model), "--prompt", "a fox", *SMALL, *_inputs(pipeline, tmp_path), "--out", str(out)]
+    assert main(["generate", *args, "--set", f"text_embeddings_cache_dir={tmp_path / 'text'}"]) == 0
+    frames = np.load(out)
+    assert frames.shape == (1, 5, 32, 48, 3) and frames.dtype == np.uint8
+
+
+@pytest.mark.parametrize("tokenizer_kind", ["spiece.model", "byt5"])
+def test_the_jax_text_encoder_names_the_tokenizer_json_it_needs(tmp_path, capsys, tokenizer_kind):
+    model = _saved(tiny_wan_pipeline(), tokenizer_kind, tmp_path / "model")
+    args = ["--model", str(model), "--prompt", "a fox", *SMALL, "--out", str(tmp_path / "frames.npy")]
+    assert main(["generate", *args, "--set", "text_encoder_backend=jax"]) == 2
+    err = capsys.readouterr().err
+    assert f"{model / 'tokenizer'} has no tokenizer.json" in err and "text_encoder_backend=torch" in err
+
+
+def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys):
+    model = _saved(tiny_wan_animate_pipeline(), "tokenizer.json", tmp_path / "model")
+    assert main(["generate", "--model", str(model), "--prompt", "a fox", *SMALL, "--out", str(tmp_path / "v.mp4")]) == 2
+    err = capsys.readouterr().err
+    assert "pipeline WanAnimatePipeline is Wan-Animate's character animation" in err and "does not build" in err
+    assert list(tmp_path.iterdir()) == [model]
+
+
+def test_a_modular_pipeline_folder_is_refused_naming_what_to_save_instead(tmp_path, capsys):
+    from diffusers import ModularPipeline
+
+    _saved(tiny_wan_pipeline(), "tokenizer.json", tmp_path / "standard")
+    modular = ModularPipeline.from_pretrained(str(tmp_path / "standard"))
+    modular.load_components()
+    modular.save_pretrained(str(tmp_path / "modular"), overwrite_modular_index=True)
+    args = ["--model", str(tmp_path / "modular"), "--prompt", "a fox", *SMALL, "--out", str(tmp_path / "v.mp4")]
+    assert main(["generate", *args]) == 2
+    err = capsys.readouterr().err
+    assert "is a diffusers modular pipeline folder (modular_model_index.json" in err and "WanPipeline" in err
+
+
+def _saved(pipe, tokenizer_kind, folder):
+    """`pipe` with a tokenizer of `tokenizer_kind`, saved by diffusers into `folder`."""
+    if tokenizer_kind != "tokenizer.json":
+        pipe = with_tokenizer(pipe, tokenizer_kind)
+    pipe.save_pretrained(folder)
+    if tokenizer_kind == "spiece.model":  # transformers 5 saved it as tokenizer.json: back to the sentencepiece form
+        shutil.rmtree(folder / "tokenizer")
+        write_tokenizer(folder / "tokenizer", tokenizer_kind)
+    assert (folder / "model_index.json").is_file()
+    return folder
+
+
+def _inputs(pipeline, folder):
+    """The input each pipeline's mode takes: a first frame, a source video, a control video."""
+    frames = np.random.default_rng(0).integers(0, 256, (5, 32, 48, 3), dtype=np.uint8)
+    if pipeline == "WanImageToVideoPipeline":
+        Image.fromarray(frames[0]).save(folder / "first.png")
+        return ["--image", str(folder / "first.png")]
+    if pipeline in ("WanVideoToVideoPipeline", "WanVACEPipeline"):
+        (folder / "video").mkdir()
+        for i, frame in enumerate(frames):
+            Image.fromarray(frame).save(folder / "video" / f"{i}.png")
+        return ["--video", str(folder / "video")]
+    return []
