@@ -70,7 +70,12 @@ class PostgresJobStore:
                 self._connection.close()
 
     def probe(self) -> None:
-        self._execute("UPDATE wanjax_schema SET version = version", {})
+        """A write committed (the schema's version, unchanged), and the jobs' table there to read."""
+        def read_and_write(connection: psycopg.Connection) -> None:
+            connection.execute(f"SELECT 1 FROM {TABLE} LIMIT 0")
+            connection.execute("UPDATE wanjax_schema SET version = version")
+
+        self._guarded(read_and_write)
 
     def add(self, job: Job) -> None:
         names = ", ".join(_COLUMNS)
@@ -118,11 +123,13 @@ class PostgresJobStore:
                     f"SELECT {', '.join(_COLUMNS)} FROM {TABLE} WHERE {_CLAIMABLE} ORDER BY position "
                     "LIMIT %(candidates)s FOR UPDATE SKIP LOCKED", {"candidates": candidates},
                 ).fetchall()  # fmt: skip
-                chosen = [attrs.evolve(job, status=JobStatus.RUNNING) for job in choose([_job(row).queued_again() for row in rows])]
+                offered = [_job(row).queued_again() for row in rows]
+                chosen = [attrs.evolve(job, status=JobStatus.RUNNING) for job in choose(offered)]
                 ids = [job.id for job in chosen]
                 connection.execute(
                     f"UPDATE {TABLE} SET status = 'running', started_at = NULL, steps_done = 0, owner = %(me)s, "
-                    f"lease_until = {_LEASE} WHERE id = ANY(%(ids)s)", {"me": self.owner, "lease": self._lease, "ids": ids},
+                    f"lease_until = {_LEASE} WHERE id = ANY(%(ids)s)",
+                    {"me": self.owner, "lease": self._lease, "ids": ids},
                 )  # fmt: skip
             self._held.update(ids)  # under the lock: `_guarded` holds it
             return chosen
@@ -133,9 +140,10 @@ class PostgresJobStore:
         with self._lock:
             self._held.difference_update(job_ids)
         self._execute(
-            f"UPDATE {TABLE} SET status = 'queued', started_at = NULL, steps_done = 0, owner = NULL, lease_until = NULL "
-            "WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(me)s", {"ids": list(job_ids), "me": self.owner},
-        )  # fmt: skip
+            f"UPDATE {TABLE} SET status = 'queued', started_at = NULL, steps_done = 0, owner = NULL, "
+            "lease_until = NULL WHERE id = ANY(%(ids)s) AND status = 'running' AND owner = %(me)s",
+            {"ids": list(job_ids), "me": self.owner},
+        )
 
     def queued_count(self) -> int:
         return self._guarded(lambda c: c.execute(f"SELECT count(*) FROM {TABLE} WHERE status = 'queued'").fetchone()[0])
@@ -150,10 +158,12 @@ class PostgresJobStore:
 
     def _renew_leases(self) -> None:
         """Every third of the lease, pushes back the lease of each job this replica holds."""
-        sql = f"UPDATE {TABLE} SET lease_until = {_LEASE} WHERE id = ANY(%(ids)s) AND owner = %(me)s AND status = 'running'"
+        sql = (f"UPDATE {TABLE} SET lease_until = {_LEASE} "
+               "WHERE id = ANY(%(ids)s) AND owner = %(me)s AND status = 'running'")  # fmt: skip
         while not self._closed.wait(self._lease / 3):
             try:
-                self._guarded(lambda c: c.execute(sql, {"ids": list(self._held), "me": self.owner, "lease": self._lease}))
+                self._guarded(lambda c: c.execute(sql, {"ids": list(self._held), "me": self.owner,
+                                                        "lease": self._lease}))  # fmt: skip
             except StoreError as err:  # the worker meets it too; the leases lapse unless a later try works
                 log.error("wanjax serve: %s", err)
 
@@ -164,8 +174,9 @@ class PostgresJobStore:
             row = connection.execute("SELECT version FROM wanjax_schema").fetchone()
             version = 0 if row is None else row[0]
             if version > len(MIGRATIONS):
-                raise ConfigError(f"the job store {self.where} was written by a newer wanjax (schema {version}, this one "
-                                  f"knows {len(MIGRATIONS)}); upgrade this replica, or give another database")  # fmt: skip
+                raise ConfigError(f"the job store {self.where} was written by a newer wanjax (schema {version}, "
+                                  f"this one knows {len(MIGRATIONS)}); upgrade this replica, or give another "
+                                  "database")  # fmt: skip
             for statement in MIGRATIONS[version:]:
                 connection.execute(statement)
             if row is None:

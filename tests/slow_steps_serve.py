@@ -1,11 +1,13 @@
 """`wanjax serve` whose denoising steps each last at least STEP_SECONDS longer, so that a test's
 long job is still running when the test signals or cancels it, however fast the machine; a job
 whose prompt begins with "stuck" spends STUCK_SECONDS before its first step, as a long compile,
-conditioning or VAE decode would (no step callback meanwhile).
+conditioning or VAE decode would (no step callback meanwhile). With $WANJAX_TEST_RUNS, each run
+that returns appends its prompts to that file, a line each (so a test counts the runs finished).
 
 Arguments: the CLI's own (`serve ...`).
 """
 
+import os
 import sys
 import time
 
@@ -26,7 +28,11 @@ def generate_batch_with_slow_steps(self, requests, *, on_step=None, **kwargs):
 
     if any(request.prompt.startswith("stuck") for request in requests):
         time.sleep(STUCK_SECONDS)
-    return generate_batch(self, requests, on_step=slow_step, **kwargs)
+    result = generate_batch(self, requests, on_step=slow_step, **kwargs)
+    if "WANJAX_TEST_RUNS" in os.environ:
+        with open(os.environ["WANJAX_TEST_RUNS"], "a") as runs:  # one write per line: appends do not interleave
+            runs.writelines(f"{request.prompt}\n" for request in requests)
+    return result
 
 
 GenerationService.generate_batch = generate_batch_with_slow_steps

@@ -11,7 +11,8 @@ from wanjax.domain.jobs import Job, JobStatus
 
 
 def _job(job_id, created_at, **changes):
-    return Job(id=job_id, request={"prompt": "a cat", "media": [], "guidance_scale": 5.0}, created_at=created_at, **changes)
+    request = {"prompt": "a cat", "media": [], "guidance_scale": 5.0}
+    return Job(id=job_id, request=request, created_at=created_at, **changes)
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
@@ -97,7 +98,7 @@ def test_the_container_chooses_the_store_and_its_queue_and_locks_the_folder_for_
         build_container(config, JobStoreSettings(output_dir=tmp_path)).job_store()
     with own_schema() as url:
         shared = [build_container(config, JobStoreSettings(output_dir=tmp_path, location=url)) for _ in range(2)]
-        stores = [container.job_store() for container in shared]  # two replicas on the folder SQLite holds
+        stores = [container.job_store() for container in shared]  # two replicas, on the folder SQLite holds
         assert all(isinstance(store, PostgresJobStore) for store in stores)
         assert isinstance(shared[0].job_queue(capacity=2), StoreQueue)
         for store in stores:
