@@ -3,7 +3,11 @@
 `FOR UPDATE SKIP LOCKED` (two never take the same one), holds each running job under a lease that a
 thread of its own renews, and writes a running job's record only while it holds it. The schema is
 created or migrated when the store opens; every psycopg error is raised as a StoreError naming the
-database (never its password) and the remedy."""
+database (never its password) and the remedy.
+
+Hand-written SQL rather than a PostgreSQL job-queue library (procrastinate, pgqueuer): those bring
+their own worker loop, task registry and tables, where this store has to feed the runner that
+already batches, cancels and records jobs; the queue here is one table and a few statements."""
 
 from __future__ import annotations
 

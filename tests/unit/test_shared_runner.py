@@ -25,13 +25,14 @@ class SlowDenoiser(FakeDenoiser):
 
     def __init__(self, seconds: float) -> None:
         super().__init__()
-        self.seconds, self.finished = seconds, 0
+        self.seconds, self.finished, self.batch_sizes = seconds, 0, []
 
     def denoise(self, latents, plan, context, negative_context, on_step=None, conditioning=None):
         def slow(done, total):
             time.sleep(self.seconds)
             on_step(done, total)
 
+        self.batch_sizes.append(len(latents))
         result = super().denoise(latents, plan, context, negative_context, slow, conditioning)
         self.finished += len(latents)
         return result
@@ -43,12 +44,13 @@ def replicas(tmp_path):
     made = []
     with own_schema() as url:
 
-        def replica(step_seconds=0.0):
+        def replica(step_seconds=0.0, *, start=True):
             denoiser = SlowDenoiser(step_seconds)
             store = PostgresJobStore(url, lease_seconds=3)
             runner = JobRunner(fake_service(lambda: denoiser, max_sequence_length=5), CONFIG, store, output_dir=tmp_path,
                                queue_capacity=16, max_batch=2, queue=StoreQueue(store, CONFIG, capacity=16))  # fmt: skip
-            runner.start()
+            if start:
+                runner.start()
             made.append((runner, store))
             return runner, denoiser
 
@@ -73,6 +75,14 @@ def test_every_job_runs_once_on_one_of_the_replicas(replicas):
     assert {_wait(second, job_id).status for job_id in accepted} == {JobStatus.SUCCEEDED}
     assert first_model.finished + second_model.finished == 12 and first_model.finished and second_model.finished
     assert all(first.files.video(job_id).is_file() for job_id in accepted)
+
+
+def test_claims_batch_as_one_server_does_compatible_jobs_together_up_to_max_batch(replicas):
+    accepting, _ = replicas(start=False)
+    accepted = [accepting.submit({"prompt": f"job {index}", "height": 64 if index != 1 else 32}).id for index in range(4)]
+    runner, model = replicas()
+    assert {_wait(runner, job_id).status for job_id in accepted} == {JobStatus.SUCCEEDED}
+    assert model.batch_sizes == [2, 1, 1]  # 0 and 2 together; 1 (another size) alone; 3 after it
 
 
 def test_a_delete_through_one_replica_stops_the_job_the_other_runs(replicas):
