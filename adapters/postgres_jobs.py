@@ -206,7 +206,7 @@ class PostgresJobStore:
             except psycopg.Error as err:
                 if self._connection is not None and self._connection.broken:
                     self._connection.close()
-                raise StoreError(f"the job store {self.where} cannot be used ({str(err).strip()}); check that "
+                raise StoreError(f"the job store {self.where} cannot be used ({' '.join(str(err).split())}); check that "
                                  "PostgreSQL runs and this user may connect and write there; the server goes on "
                                  "once it can") from None  # fmt: skip
 
