@@ -17,7 +17,8 @@ from wanjax.domain.requests import GenerationRequest
 POLL_SECONDS = 0.25
 """How often an idle worker looks for claimable jobs in the store."""
 CANDIDATES_PER_SLOT = 8
-"""A claim looks this many jobs per batch slot down the queue for ones that share the oldest's batch."""
+"""A claim looks this many jobs per batch slot down the queue for ones that share the oldest's batch
+(without batching, at the oldest alone: the others stay claimable by other replicas meanwhile)."""
 
 
 class StoreQueue:
@@ -86,7 +87,7 @@ class StoreQueue:
             return [job for job in jobs if job.id in chosen]
 
         while True:
-            claimed = self._store.claim(choose, candidates=max_batch * CANDIDATES_PER_SLOT)
+            claimed = self._store.claim(choose, candidates=1 if max_batch == 1 else max_batch * CANDIDATES_PER_SLOT)
             if claimed or (deadline is not None and time.monotonic() >= deadline):
                 return [(job.id, requests[job.id]) for job in claimed]
             time.sleep(POLL_SECONDS)

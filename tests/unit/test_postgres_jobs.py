@@ -149,3 +149,14 @@ def test_an_unreachable_database_is_a_store_error_naming_it_without_its_password
     with pytest.raises(StoreError, match=r"the job store postgresql://wanjax@127.0.0.1:9/jobs cannot be used") as raised:
         PostgresJobStore("postgresql://wanjax:hunter2@127.0.0.1:9/jobs?connect_timeout=2", lease_seconds=30)
     assert "hunter2" not in str(raised.value)
+
+
+def test_a_store_of_an_older_schema_is_migrated_at_start_keeping_its_jobs(url, replicas):
+    replicas().add(_job("kept"))
+    with psycopg.connect(url, autocommit=True) as connection:  # as the first schema version left it
+        connection.execute("DROP INDEX wanjax_jobs_claimable")
+        connection.execute("UPDATE wanjax_schema SET version = 1")
+    assert replicas().get("kept") == _job("kept")
+    with psycopg.connect(url, autocommit=True) as connection:
+        assert connection.execute("SELECT version FROM wanjax_schema").fetchall() == [(len(MIGRATIONS),)]
+        assert connection.execute("SELECT to_regclass('wanjax_jobs_claimable') IS NOT NULL").fetchone() == (True,)
