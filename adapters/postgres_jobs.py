@@ -156,9 +156,12 @@ class PostgresJobStore:
         sql = f"UPDATE {TABLE} SET status = 'cancelled' WHERE id = %(id)s AND status = 'queued'"
         return self._guarded(lambda c: c.execute(sql, {"id": job_id}).rowcount == 1)
 
-    def cancelled(self, job_ids: Sequence[str]) -> set[str]:
-        sql = f"SELECT id FROM {TABLE} WHERE id = ANY(%(ids)s) AND status = 'cancelled'"
-        return {row[0] for row in self._guarded(lambda c: c.execute(sql, {"ids": list(job_ids)}).fetchall())}
+    def stepped(self, job_ids: Sequence[str], done: int, total: int) -> set[str]:
+        sql = (f"WITH stepped AS (UPDATE {TABLE} SET steps_done = %(done)s, steps_total = %(total)s "
+               "WHERE id = ANY(%(ids)s) AND owner = %(me)s AND status = 'running') "
+               f"SELECT id FROM {TABLE} WHERE id = ANY(%(ids)s) AND status = 'cancelled'")  # fmt: skip
+        values = {"ids": list(job_ids), "done": done, "total": total, "me": self.owner}
+        return {row[0] for row in self._guarded(lambda c: c.execute(sql, values).fetchall())}
 
     def _renew_leases(self) -> None:
         """Every third of the lease, pushes back the lease of each job this replica holds."""

@@ -81,8 +81,9 @@ class JobQueue:
                 del self._jobs[job_id]
             return batch
 
-    def cancelled(self, job_ids: Collection[str]) -> set[str]:
-        """Those of the running `job_ids` cancelled by another server: none, since this queue is one server's."""
+    def stepped(self, job_ids: Collection[str], done: int, total: int) -> set[str]:
+        """Those of the running `job_ids` cancelled by another server: none, since this queue is one
+        server's (whose runner keeps their progress in memory)."""
         return set()
 
 

@@ -39,7 +39,7 @@ class JobRunner:
     """Accepts jobs (validated, recorded, queued), runs them one batch at a time on one thread,
     writes each video atomically to its folder (`JobFiles`), and answers for any job ever
     accepted and not deleted. The store hears of a job's state changes only; its progress while
-    it runs lives here."""
+    it runs lives here (and in a store replicas share, for the others to report)."""
 
     def __init__(
         self,
@@ -277,7 +277,7 @@ class JobRunner:
                 self._progress.update({job_id: (done, total) for job_id in job_ids})
             if self._stop.is_set():
                 raise RunInterrupted
-            elsewhere = self._queue.cancelled(job_ids)  # deleted through another replica
+            elsewhere = self._queue.stepped(job_ids, done, total)  # deleted through another replica
             with self._lock:
                 self._cancelled.update(elsewhere)
                 if self._cancelled.issuperset(job_ids):

@@ -59,11 +59,12 @@ class StoreQueue:
         """Records a queued job cancelled (no replica claims it since); False when it is not queued."""
         return self._store.cancel_queued(job_id)
 
-    def cancelled(self, job_ids: Collection[str]) -> set[str]:
-        """Those of the running `job_ids` deleted through any replica (read once per step); none
-        while the store cannot be read (the run's end meets the store's error)."""
+    def stepped(self, job_ids: Collection[str], done: int, total: int) -> set[str]:
+        """Records the running jobs' progress in the store, for every replica to report, and returns
+        those deleted through any replica (once per step); none while the store cannot be used (the
+        run's end meets the store's error)."""
         try:
-            return self._store.cancelled(list(job_ids))
+            return self._store.stepped(list(job_ids), done, total)
         except StoreError:
             return set()
 

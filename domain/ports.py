@@ -160,6 +160,8 @@ class SharedJobStore(JobStore, Protocol):
         """Records the job cancelled if it is queued; whether it was (no replica can claim it since)."""
         ...
 
-    def cancelled(self, job_ids: Sequence[str]) -> set[str]:
-        """Those of `job_ids` whose record reads cancelled (deleted through any replica)."""
+    def stepped(self, job_ids: Sequence[str], done: int, total: int) -> set[str]:
+        """Records the steps done of the running `job_ids` this replica holds (the progress every
+        replica reports) and returns those of `job_ids` whose record reads cancelled (deleted
+        through any replica)."""
         ...

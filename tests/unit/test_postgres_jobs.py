@@ -107,9 +107,10 @@ def test_a_cancellation_is_seen_by_every_replica_and_outlasts_the_holders_writes
     for job_id in "ab":
         holder.add(_job(job_id))
     [running] = holder.claim(lambda jobs: jobs[:1], candidates=2)
+    assert holder.stepped(["a"], 3, 8) == set() and other.get("a").steps_done == 3  # its progress, for all
     assert other.cancel_queued("b") and not other.cancel_queued("a")  # "a" runs: not queued
     other.update(attrs.evolve(running, status=JobStatus.CANCELLED))
-    assert holder.cancelled(["a", "b"]) == {"a", "b"}
+    assert holder.stepped(["a", "b"], 4, 8) == {"a", "b"} and other.get("a").steps_done == 0
     holder.update(attrs.evolve(running, status=JobStatus.SUCCEEDED))
     assert other.get("a").status is JobStatus.CANCELLED
     assert holder.claim(_all, candidates=5) == []  # a cancelled job is never claimed

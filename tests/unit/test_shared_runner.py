@@ -90,6 +90,7 @@ def test_a_delete_through_one_replica_stops_the_job_the_other_runs(replicas):
     job_id = holder.submit({"prompt": "long", "num_inference_steps": 400}).id
     _wait(holder, job_id, until=lambda job: job.steps_done > 0)
     other, _ = replicas()
+    _wait(other, job_id, until=lambda job: job.steps_done > 0)  # the holder's progress, reported by the other
     other.delete(job_id)
     stopped = _wait(holder, job_id, until=lambda job: job.finished_at is not None)
     assert stopped.status is JobStatus.CANCELLED and stopped.steps_done < 400 and model.finished == 0
