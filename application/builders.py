@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import loras_per_expert
-from wanjax.domain.ports import Denoiser, ImageEncoder, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
 from wanjax.domain.sharding import MeshShape
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
     from wanjax.application.memory import MemoryPlanner
+    from wanjax.application.preflight import RequestLoraCheck
     from wanjax.domain.sharding import LogicalRules
 
 DEMO_MODEL = "demo"
@@ -290,6 +291,28 @@ def build_denoiser(
         stream_blocks=offload == "layers",
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
+
+
+def request_lora_check(checkpoint: Checkpoint, settings: DenoiserSettings) -> RequestLoraCheck | None:
+    """How a request's LoRAs are checked before anything loads; None without `request_loras`
+    (a request carrying LoRAs is then refused)."""
+    from wanjax.application.preflight import RequestLoraCheck
+
+    return RequestLoraCheck(checkpoint) if settings.request_loras else None
+
+
+def build_lora_switch(denoiser: Denoiser, settings: DenoiserSettings, offload: str = "none") -> LoraSwitch | None:
+    """Requests' LoRAs merged on the device into a copy of the loaded experts' weights (with
+    `request_loras`; else None), their factors cached up to `lora_cache_mb`; a ConfigError where
+    `offload` (decided) keeps the blocks' weights in host memory."""
+    if not settings.request_loras:
+        return None
+    if offload == "layers":
+        raise ConfigError("request_loras needs the weights on the device, but offload=auto chose offload=layers "
+                          "(they do not fit twice): merge the LoRAs at load (--lora) instead")  # fmt: skip
+    from wanjax.adapters.jax.lora.switch import JaxLoraSwitch
+
+    return JaxLoraSwitch(denoiser, cache_bytes=settings.lora_cache_mb * 2**20)
 
 
 def vae_runtime(settings: VaeSettings) -> VaeRuntime:

@@ -81,6 +81,7 @@ class Container(containers.DeclarativeContainer):
     denoiser = providers.Singleton(
         builders.build_denoiser, checkpoint, settings.provided.denoiser, expert_loading, offload
     )
+    lora_switch = providers.Singleton(builders.build_lora_switch, denoiser, settings.provided.denoiser, offload)
 
     vae_runtime = providers.Singleton(builders.vae_runtime, settings.provided.vae)
     autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh)
@@ -99,6 +100,8 @@ class Container(containers.DeclarativeContainer):
         image_conditioning=checkpoint.provided.image_conditioning,
         text_encoder=text_encoder.provider,
         denoiser=denoiser.provider,
+        lora_check=providers.Singleton(builders.request_lora_check, checkpoint, settings.provided.denoiser),
+        lora_switch=lora_switch.provider,
         autoencoder=autoencoder.provider,
         image_encoder=image_encoder.provider,
     )

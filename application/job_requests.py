@@ -21,6 +21,8 @@ import numpy as np
 
 from wanjax.adapters.media.images import decode_image, image_size
 from wanjax.adapters.media.video_input import decode_video, probe_video
+from wanjax.application.lora_folder import LoraFolder, lora_fields
+from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
@@ -50,12 +52,13 @@ def frames_for_seconds(seconds: float, fps: int) -> int:
 def validated_request(
     fields: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig, service: GenerationService,
     *, model: str, check_memory: Callable[[GenerationRequest], object] = lambda request: None,
+    loras: LoraFolder | None = None,
 ) -> GenerationRequest:  # fmt: skip
     """`fields` (the client's, JSON values) and `media` (file bytes by client field) over `config`'s
-    defaults, for the served `model`, its media as stand-ins (the module's docstring). Raises
-    InvalidRequestError or ConfigError (unknown fields), each naming the client's field, for
-    whatever `service.generate` or `check_memory` (the memory plan) would refuse, and for media the
-    model takes no part of, before any is decoded."""
+    defaults, for the served `model`, its media as stand-ins (the module's docstring), LoRAs named
+    by their files in `loras`. Raises InvalidRequestError or ConfigError (unknown fields), each
+    naming the client's field, for whatever `service.generate` or `check_memory` (the memory plan)
+    would refuse, and for media the model takes no part of, before any is decoded."""
     fields = dict(fields)
     prompt = fields.pop("prompt", None)
     if not isinstance(prompt, str):
@@ -70,6 +73,7 @@ def validated_request(
     derived = {**_size_fields(given.get("size")), **_seconds_fields(given.get("seconds"), config.sampling.fps)}
     used = {name: value for name, value in derived.items() if name not in fields}
     fields.update(used)
+    lora_fields(loras, fields, REQUEST_LORA_FIELDS)
     try:
         stand_ins = stand_in_media((MEDIA_FIELDS[name] for name in media), fields.get("num_frames", config.sampling.num_frames))
         request = config.request(prompt, **fields, **stand_ins)
@@ -89,6 +93,7 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
     if request.sample_timesteps is not None:
         record["sample_timesteps"] = list(request.sample_timesteps)
+    record.update({name: [attrs.asdict(spec) for spec in getattr(request, name)] for name in REQUEST_LORA_FIELDS})
     media = [name for name in MEDIA_FIELDS.values() if values[name] is not None]
     return {"prompt": request.prompt, **record, "media": media}
 

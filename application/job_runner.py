@@ -21,6 +21,7 @@ from wanjax.application.job_requests import (
     request_record,
     validated_request,
 )
+from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.metrics import ServerMetrics
 from wanjax.application.store_queue import StoreQueue
 from wanjax.application.service import GenerationService
@@ -51,6 +52,7 @@ class JobRunner:
         queue_capacity: int,
         max_batch: int,
         model: str = "demo",
+        loras: LoraFolder | None = None,
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
         check_memory: Callable[[GenerationRequest, int], object] = lambda request, batch: None,
         clock: Callable[[], float] = time.time,
@@ -60,14 +62,16 @@ class JobRunner:
         is called on the worker thread when the model cannot load (the server should exit: no job
         can run); the jobs stay queued for the next start. `check_memory(request, batch)` refuses a
         request whose memory plan for a batch of that size does not fit (InvalidRequestError): a
-        request alone before it is queued, and no batch grows past what fits. `queue`: where jobs
-        wait, a StoreQueue when replicas share `store`; by default this server's own JobQueue of
+        request alone before it is queued, and no batch grows past what fits. Requests name their
+        LoRAs by their files in `loras` (None: requests carry none). `queue`: where jobs wait, a
+        StoreQueue when replicas share `store`; by default this server's own JobQueue of
         `queue_capacity` jobs."""
         self._service = service
         self._config = config
         self._store = store
         self.files = JobFiles(output_dir)
         self.model = model
+        self.loras = loras
         self._queue = JobQueue(queue_capacity) if queue is None else queue
         self._max_batch = max_batch
         self._on_load_failure = on_load_failure
@@ -144,7 +148,7 @@ class JobRunner:
         written (then nothing is kept)."""
         self.check_accepting()
         request = validated_request(fields, media, self._config, self._service, model=self.model,
-                                    check_memory=lambda request: self._check_memory(request, 1))  # fmt: skip
+                                    check_memory=lambda request: self._check_memory(request, 1), loras=self.loras)  # fmt: skip
         job = Job(id=uuid.uuid4().hex, request=request_record(request), created_at=self._clock())
         try:
             self.files.write_media(job.id, {MEDIA_FIELDS[name]: data for name, data in media.items()})

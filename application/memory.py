@@ -111,6 +111,7 @@ class MemoryPlanner:
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,
+            request_lora_cache=denoiser.lora_cache_mb * 2**20 if denoiser.request_loras else None,
             row_shards=mesh.batch_ways,
             token_shards=mesh.context,
             devices=mesh.num_devices,

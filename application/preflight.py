@@ -15,7 +15,36 @@ from collections.abc import Callable
 from typing import Any
 
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.lora import loras_per_expert
+from wanjax.domain.errors import CheckpointError, InvalidRequestError
+from wanjax.domain.lora import LoraSet, LoraSpec, loras_per_expert
+
+REQUEST_LORA_FIELDS = ("loras", "loras_low")
+"""A request's LoRA fields, by expert."""
+
+
+def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...]) -> None:
+    """Every LoRA file's header read and its deltas matched to the tensors of expert number
+    `expert` by name and shape (the merge's own check, on headers and memory-mapped views: no
+    tensor is read); a CheckpointError naming the file and keys."""
+    from wanjax.adapters.lora import with_loras
+
+    if specs:
+        with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
+
+
+class RequestLoraCheck:
+    """A request's LoRAs (per expert) checked against the checkpoint before anything loads: an
+    InvalidRequestError naming the request's field (`loras`, `loras_low`) and the problem."""
+
+    def __init__(self, checkpoint: Any) -> None:
+        self._checkpoint = checkpoint
+
+    def __call__(self, loras: LoraSet) -> None:
+        for expert, (field, specs) in enumerate(zip(REQUEST_LORA_FIELDS, loras)):
+            try:
+                check_expert_loras(self._checkpoint, expert, specs)
+            except CheckpointError as err:
+                raise InvalidRequestError(f"{field}: {err}") from None
 
 
 class Preflight:
@@ -63,13 +92,7 @@ class Preflight:
         self._mesh.check_heads(heads, self._settings.mesh.context_parallel)
 
     def _check_loras(self) -> None:
-        """Every LoRA file's header read and its deltas matched to the expert's tensors by name and
-        shape (the merge's own check, on headers and memory-mapped views: no tensor is read)."""
-        from wanjax.adapters.lora import with_loras
-
-        checkpoint = self._checkpoint
         denoiser = self._settings.denoiser
-        per_expert = loras_per_expert(len(checkpoint.experts), denoiser.loras, denoiser.loras_low)
-        for expert, specs in zip(checkpoint.experts, per_expert):
-            if specs:
-                with_loras(checkpoint.weights(expert), specs)
+        per_expert = loras_per_expert(len(self._checkpoint.experts), denoiser.loras, denoiser.loras_low)
+        for expert, specs in enumerate(per_expert):
+            check_expert_loras(self._checkpoint, expert, specs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from typing import Any
 
 import attrs
@@ -17,11 +18,12 @@ from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning, ImageConditioning, frame_mask
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
+from wanjax.domain.lora import LoraSet, loras_per_expert
 from wanjax.domain.modes import check_inputs
 from wanjax.domain.plan import plan_sampling
-from wanjax.domain.ports import Denoiser, ImageEncoder, StepCallback, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, StepCallback, TextEncoder, VideoAutoencoder
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.settings import TextEncoderSettings
 from wanjax.domain.sharding import MeshShape
@@ -62,6 +64,9 @@ class ModelComponents:
     autoencoder: Callable[[], VideoAutoencoder]
     image_encoder: Callable[[], ImageEncoder | None]
     mesh_shape: MeshShape = attrs.field(factory=MeshShape)
+    lora_check: Callable[[LoraSet], None] | None = None
+    """Checks a request's LoRAs (per expert) before loading; None: requests may carry none."""
+    lora_switch: Callable[[], LoraSwitch | None] = lambda: None
 
 
 @attrs.frozen
@@ -70,6 +75,7 @@ class LoadedModel:
     denoiser: Denoiser
     autoencoder: VideoAutoencoder
     image_encoder: ImageEncoder | None
+    lora_switch: LoraSwitch | None = None
 
 
 class GenerationService:
@@ -99,7 +105,12 @@ class GenerationService:
     def check(self, requests: Sequence[GenerationRequest]) -> None:
         """Raises now what `generate_batch(requests)` would raise before its first step, loading
         nothing: the batch, its latent geometry, its sampling plan (host arithmetic: the experts'
-        settings), its split over the mesh, and (first time) the config's own checks (`preflight`)."""
+        settings), its split over the mesh, (first time) the config's own checks (`preflight`),
+        its LoRAs."""
+        self._check(requests)
+
+    def _check(self, requests: Sequence[GenerationRequest]) -> LoraSet:
+        """`check`, returning the batch's LoRAs by expert."""
         request = shared_request(requests)
         geometry = self.geometry(request)
         c = self._components
@@ -108,6 +119,26 @@ class GenerationService:
         grid = (geometry.frames, geometry.height, geometry.width)
         c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
         self._check_config()
+        return self.request_loras(request)
+
+    def request_loras(self, request: GenerationRequest) -> LoraSet:
+        """`request`'s LoRAs by expert, each file checked against the model (its header and
+        tensor shapes, nothing loaded); an InvalidRequestError naming the field otherwise."""
+        c = self._components
+        if not (request.loras or request.loras_low):
+            return ((),) * c.num_experts
+        if c.lora_check is None:
+            field = "loras" if request.loras else "loras_low"
+            raise InvalidRequestError(
+                f"{field}: this model was loaded without per-request LoRAs; set request_loras=true "
+                "(`wanjax serve --lora-dir DIR` does), or merge them at load with --lora"
+            )
+        try:
+            loras = loras_per_expert(c.num_experts, request.loras, request.loras_low)
+        except ConfigError as err:
+            raise InvalidRequestError(str(err)) from None
+        c.lora_check(loras)
+        return loras
 
     def _check_config(self) -> None:
         """The preflight, until it has passed once; never beside the load, which it precedes: both
@@ -163,8 +194,9 @@ class GenerationService:
                 encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder()))
                 denoiser = c.denoiser()
                 autoencoder = c.autoencoder()
+                lora_switch = c.lora_switch()
                 text_encoder, image_encoder = encoders.result()
-            return LoadedModel(text_encoder, denoiser, autoencoder, image_encoder)
+            return LoadedModel(text_encoder, denoiser, autoencoder, image_encoder, lora_switch)
 
     def warmup(
         self,
@@ -216,7 +248,7 @@ class GenerationService:
         plan (the same request, or the full run a warm-up stands in for)."""
         if output_type not in OUTPUT_TYPES:
             raise InvalidRequestError(f"output_type={output_type!r}: must be one of {', '.join(OUTPUT_TYPES)}")
-        self.check(requests)
+        loras = self._check(requests)
         request = shared_request(requests)
         geometry = attrs.evolve(self.geometry(request), batch=len(requests))
         if initial_latents is not None:
@@ -241,10 +273,14 @@ class GenerationService:
                 encoded = model.autoencoder.encode_frames(video, request.height, request.width)
                 latents = noised_latents(encoded, latents, plan.solver.sigmas[0])
 
-        with trace.span("compile"):
-            model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
-        with trace.span("denoise"):
-            denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
+        with ExitStack() as applied:
+            if model.lora_switch is not None:
+                with trace.span("loras"):  # a switch to other LoRAs merges them here
+                    applied.enter_context(model.lora_switch.applied(loras))
+            with trace.span("compile"):
+                model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
+            with trace.span("denoise"):
+                denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
         latents, report = denoised.latents, denoised.cache_report
         references = reference_frames(request)
         calibration = None

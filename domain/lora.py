@@ -1,13 +1,16 @@
 """LoRA adapters as the user names them: a file and the strength its change is added with.
 
-Merging happens at load (`wanjax.adapters.lora`), so sampling with LoRAs costs nothing extra;
-this module only holds what a request or preset says, validated before anything loads.
+The config's LoRAs (`--lora`) are merged at load (`wanjax.adapters.lora`), so sampling with them
+costs nothing extra; a request's own (`GenerationRequest.loras`) are merged on the device for
+its run (`wanjax.adapters.jax.lora`). This module only holds what a request or preset says,
+validated before anything loads.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import attrs
 
@@ -45,6 +48,25 @@ class LoraSpec:
         return cls(path=text)
 
 
+def lora_spec(item: Any) -> LoraSpec:
+    """A LoraSpec from itself, `PATH[:SCALE]` text or a mapping {"path": ..., "scale": ...} (a job
+    record's form); ConfigError naming what is wrong."""
+    if isinstance(item, LoraSpec):
+        spec = item
+    elif isinstance(item, str):
+        spec = LoraSpec.parse(item)
+    elif isinstance(item, Mapping) and set(item) <= {"path", "scale"} and "path" in item:
+        spec = LoraSpec(**item)
+    else:
+        raise ConfigError(f"LoRA {item!r}: give PATH[:SCALE] text or a LoraSpec(path, scale)")
+    scale = spec.scale
+    if not isinstance(spec.path, str) or not spec.path.strip():
+        raise ConfigError(f"LoRA {item!r}: the path must be a non-empty text")
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ConfigError(f"LoRA {item!r}: the scale must be a finite number, e.g. 0.8")
+    return LoraSpec(spec.path, float(scale))
+
+
 def _number(text: str) -> float | None:
     try:
         return float(text)
@@ -52,14 +74,18 @@ def _number(text: str) -> float | None:
         return None
 
 
-def parse_lora_specs(items: Iterable[str]) -> tuple[LoraSpec, ...]:
-    """Every `PATH[:SCALE]` item parsed, in order (the order deltas are added in)."""
-    return tuple(LoraSpec.parse(item) for item in items)
+def parse_lora_specs(items: Iterable[str | LoraSpec]) -> tuple[LoraSpec, ...]:
+    """Every item (`PATH[:SCALE]` text or a LoraSpec) checked, in order (the order deltas are added in)."""
+    return tuple(lora_spec(item) for item in items)
+
+
+LoraSet = tuple[tuple[LoraSpec, ...], ...]
+"""The LoRAs of each expert of a model, high-noise expert first: what one run applies."""
 
 
 def loras_per_expert(
-    num_experts: int, loras: Iterable[str], loras_low: Iterable[str]
-) -> tuple[tuple[LoraSpec, ...], ...]:
+    num_experts: int, loras: Iterable[str | LoraSpec], loras_low: Iterable[str | LoraSpec]
+) -> LoraSet:
     """The LoRAs of each expert: `loras` go to the first (the only one, or Wan 2.2's high-noise
     `transformer`), `loras_low` to the low-noise `transformer_2`, as diffusers'
     `load_lora_weights(..., load_into_transformer_2=True)` does."""

@@ -5,7 +5,8 @@ fit, instead of loading for minutes and dying in an allocator. Every term is ari
 the specs, the request's geometry and the config; parameter counts come from the
 checkpoint's headers (or the architecture, for `wanjax bench`).
 
-Resident through the run: the transformer weights (every expert), the VAE weights, the
+Resident through the run: the transformer weights (every expert), with per-request LoRAs a
+merged copy of them (at most all of them) and the LoRA factor cache, the VAE weights, the
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
 runtime baseline. On top of them, the larger of two transients: one denoising step's
 activations, or the VAE decode's.
@@ -52,7 +53,8 @@ class Workload:
     text_tokens / image_tokens: cross-attention keys; attention: the resolved backend and its
     (block_q, block_k); weight_shards / row_shards / token_shards: how a mesh divides the
     weights (fsdp x tensor), rows (data x fsdp) and tokens (context), and devices its size
-    (the VAE decode splits frames spatially over all of them); vae: None when no VAE
+    (the VAE decode splits frames spatially over all of them); request_lora_cache: with
+    per-request LoRAs, their factor cache's bytes (else None); vae: None when no VAE
     runs (`wanjax bench` without --vae); pixels: height x width of the video.
     """
 
@@ -78,6 +80,7 @@ class Workload:
     text_encoder_dtype: str = "float32"
     text_encoder_backend: str = "torch"
     weight_shards: int = 1
+    request_lora_cache: int | None = None
     row_shards: int = 1
     token_shards: int = 1
     devices: int = 1
@@ -162,6 +165,8 @@ def plan_memory(
         host_parts = (("transformer blocks' weights", blocks),)
     else:
         parts = [("transformer weights", weights)]
+    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
+        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
     if work.kv_cache:
         parts.append(("cross-attention KV cache", _kv_cache(work)))
     if work.vae is not None:
@@ -261,6 +266,9 @@ def advice(plan: MemoryPlan, work: Workload) -> list[str]:
         options.append("--set attention=auto (a kernel that never holds the whole logit matrix)")
     if sizes.get("transformer weights", 0) > 0.3 * plan.peak and work.weights_dtype != "float8_e4m3fn":
         options.append("--set weights_dtype=float8_e4m3fn (the blocks' weights in half of bf16's memory)")
+    if work.request_lora_cache is not None:
+        options.append("LoRAs merged at load (--lora) instead of per request (request_loras=false, no --lora-dir): "
+                       "no second copy of the weights")
     if "VAE decode activations" in sizes and not work.vae_tile:
         options.append("--set vae_tiling=true (decode in 256-pixel tiles)")
     if "VAE decode activations" in sizes and (work.vae_decode_chunk or 2) > 1:

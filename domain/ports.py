@@ -7,6 +7,7 @@ stated in each contract. Adapters implement these; tests swap in fakes.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
 import attrs
@@ -15,6 +16,7 @@ import numpy as np
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.jobs import Job
+from wanjax.domain.lora import LoraSet
 from wanjax.domain.plan import SamplingPlan
 
 StepCallback = Callable[[int, int], None]
@@ -76,6 +78,15 @@ class Denoiser(Protocol):
         on_step: StepCallback | None = None,
         conditioning: Conditioning = Conditioning(),
     ) -> Denoised: ...
+
+
+class LoraSwitch(Protocol):
+    """A request's LoRAs applied to the loaded denoiser for its run, without reloading or recompiling."""
+
+    def applied(self, loras: LoraSet) -> AbstractContextManager[None]:
+        """While the context lasts, the denoiser runs with `loras` (per expert, high noise first;
+        none: the model as loaded); a run asking for other LoRAs waits for it to end."""
+        ...
 
 
 class VideoAutoencoder(Protocol):

@@ -8,7 +8,8 @@ import attrs
 import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.lora import LoraSpec, parse_lora_specs
 from wanjax.domain.scheduling import (
     MAX_INFERENCE_STEPS,
     SIGMA_SCHEDULES,
@@ -156,6 +157,18 @@ def _optional_timesteps(value: Any) -> tuple[float, ...] | None:
     return None if value is None else checked_timesteps(value)
 
 
+def _loras(value: Any, _: Any, field: attrs.Attribute) -> tuple[LoraSpec, ...]:
+    if isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        _fail(field.name, value, "must be a list of LoRAs (LoraSpec(path, scale), or PATH[:SCALE] text)")
+    try:
+        return parse_lora_specs(value)
+    except ConfigError as err:
+        raise InvalidRequestError(f"{field.name}: {err}") from None
+
+
+_LORAS = attrs.Converter(_loras, takes_self=True, takes_field=True)
+
+
 def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) -> None:
     if value is not None and (not _is_int(value) or not 0 <= value <= MAX_INFERENCE_STEPS):
         _fail(attribute.name, value, f"must be a step index from 0 to {MAX_INFERENCE_STEPS}, or unset")
@@ -204,6 +217,11 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
+    added in order on top of the model as loaded (its config's `loras` included)."""
+    loras_low: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
+    """Wan 2.2 A14B: LoRAs applied to the low-noise expert for this run only."""
     cache: CacheSettings = attrs.field(factory=CacheSettings, validator=attrs.validators.instance_of(CacheSettings))
     """The step-cache policy and its parameters (docs/caching.md); the default computes every step."""
 

@@ -134,10 +134,18 @@ class DenoiserSettings:
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the low-noise expert `transformer_2` of Wan 2.2 A14B models."""
+    request_loras: bool = False
+    """Requests may carry their own LoRAs (`wanjax serve --lora-dir` sets it): merged on the device
+    per run into a copy of the weights they change, kept beside the base weights."""
+    lora_cache_mb: int = attrs.field(default=1024, validator=_positive)
+    """With request_loras: the device memory (MiB) that request LoRAs' factors are cached in."""
 
     def __attrs_post_init__(self) -> None:
         if self.offload == "layers" and not self.scan_layers:
             raise ConfigError("offload=layers streams the scanned block stack: set scan_layers=true, or offload=none")
+        if self.offload == "layers" and self.request_loras:
+            raise ConfigError("request_loras merges into a copy of the weights on the device, which offload=layers "
+                              "keeps in host memory: set offload=none, or merge the LoRAs at load (--lora)")  # fmt: skip
 
     @property
     def is_fp8(self) -> bool:

@@ -123,6 +123,10 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
             return _error(404, f"no model {request.path_params['model_id']!r}; this server serves {runner.model!r}")
         return JSONResponse(model_object())
 
+    async def loras(_: Request) -> Response:
+        listing = [] if runner.loras is None else runner.loras.listing()
+        return JSONResponse({"object": "list", "data": [{"id": f["name"], "object": "lora", **f} for f in listing]})
+
     async def page(request: Request) -> Response:
         name, media_type = PAGE_FILES[request.url.path]
         return FileResponse(PAGE / name, media_type=media_type)
@@ -152,6 +156,7 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
             Route("/v1/videos/{video_id}/content", content, methods=["GET"]),
             Route("/v1/models", models),
             Route("/v1/models/{model_id:path}", model),
+            Route("/v1/loras", loras),
             *(Route(path, page) for path in PAGE_FILES),
             Route("/healthz", healthz),
             Route("/readyz", readyz),

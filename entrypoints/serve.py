@@ -38,6 +38,8 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
                             f"jobs go to another replica (default: {LEASE_SECONDS:g})")  # fmt: skip
     serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
                        help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open to this machine only)")  # fmt: skip
+    serve.add_argument("--lora-dir", type=Path,
+                       help="the LoRA files requests may name (fields loras, loras_low); sets request_loras=true")  # fmt: skip
     serve.add_argument("--allow-no-token", action="store_true",
                        help="serve a --host other than loopback without a token (anyone who reaches it may use it)")  # fmt: skip
     serve.add_argument("--max-body-mb", type=float, default=64.0,
@@ -61,6 +63,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
     from wanjax.application.job_runner import JobRunner
+    from wanjax.application.lora_folder import LoraFolder
     from wanjax.application.presets import resolve_config
     from wanjax.domain.errors import ConfigError
     from wanjax.domain.jobs import JobStoreSettings
@@ -68,6 +71,9 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
 
     if args.queue_size < 1 or args.max_batch < 1 or not args.max_body_mb > 0 or not args.stop_timeout >= 0:
         raise ConfigError("--queue-size and --max-batch must be at least 1, --max-body-mb above 0, --stop-timeout at least 0")
+    loras = None if args.lora_dir is None else LoraFolder(args.lora_dir)
+    if loras is not None:
+        overrides = {"request_loras": "true", **overrides}
     check_access(args.host, args.token, allow_no_token=args.allow_no_token)
     listening = bound_socket(args.host, args.port)
     output_dir = args.output_dir.absolute()
@@ -92,6 +98,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
         queue=container.job_queue(capacity=args.queue_size),
         max_batch=args.max_batch,
         model=args.model or config.model.location,
+        loras=loras,
         on_load_failure=stop_serving,
         check_memory=container.memory_planner().checker(),  # measured now, before the model loads
     )

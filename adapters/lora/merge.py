@@ -28,18 +28,10 @@ class LoraMergedWeights(Mapping[str, np.ndarray]):
     def __init__(self, base: Mapping[str, np.ndarray], loras: Sequence[tuple[LoraFile, float]]) -> None:
         self._base = base
         self._deltas: dict[str, list[tuple[Delta, float]]] = {}
+        shapes = _Shapes(base)
         for lora, scale in loras:
-            missing, misfits = [], []
-            for delta in lora.deltas:
-                if delta.target not in base:
-                    missing.append(f"{'/'.join(delta.keys)} -> {delta.target}")
-                    continue
-                problem = delta.misfit(base[delta.target].shape)
-                if problem is not None:
-                    misfits.append(f"{'/'.join(delta.keys)} -> {delta.target}: {problem}")
-                    continue
-                self._deltas.setdefault(delta.target, []).append((delta, scale))
-            _raise_if_any(lora, missing, misfits)
+            for target, deltas in fitted_deltas(lora, shapes).items():
+                self._deltas.setdefault(target, []).extend((delta, scale) for delta in deltas)
 
     def __getitem__(self, name: str) -> np.ndarray:
         tensor = self._base[name]
@@ -59,6 +51,44 @@ class LoraMergedWeights(Mapping[str, np.ndarray]):
 
     def __len__(self) -> int:
         return len(self._base)
+
+
+class _Shapes(Mapping[str, tuple[int, ...]]):
+    """The shapes of a tensor mapping's tensors, read as they are asked for."""
+
+    def __init__(self, tensors: Mapping[str, np.ndarray]) -> None:
+        self._tensors = tensors
+
+    def __getitem__(self, name: str) -> tuple[int, ...]:
+        return tuple(self._tensors[name].shape)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tensors
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._tensors)
+
+    def __len__(self) -> int:
+        return len(self._tensors)
+
+
+def fitted_deltas(lora: LoraFile, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, list[Delta]]:
+    """`lora`'s deltas by the tensor they change (in file order), each checked against `shapes`
+    (diffusers names -> torch shapes); a CheckpointError lists every delta that targets no tensor
+    or does not fit its own."""
+    fitted: dict[str, list[Delta]] = {}
+    missing, misfits = [], []
+    for delta in lora.deltas:
+        if delta.target not in shapes:
+            missing.append(f"{'/'.join(delta.keys)} -> {delta.target}")
+            continue
+        problem = delta.misfit(shapes[delta.target])
+        if problem is not None:
+            misfits.append(f"{'/'.join(delta.keys)} -> {delta.target}: {problem}")
+            continue
+        fitted.setdefault(delta.target, []).append(delta)
+    _raise_if_any(lora, missing, misfits)
+    return fitted
 
 
 def with_loras(base: Mapping[str, np.ndarray], loras: Sequence[LoraSpec]) -> Mapping[str, np.ndarray]:

@@ -69,9 +69,9 @@ class Delta:
         )  # fmt: skip
         return None if fits else f"up {up} @ down {down} vs tensor {tuple(shape)}"
 
-    def dense(self, shape: tuple[int, ...]) -> np.ndarray:
-        """The delta as a float32 array of `shape` (call `misfit` first); a CheckpointError naming
-        the file and keys if it holds NaN or infinite values."""
+    def factors(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """(up, down) as float32 arrays; a CheckpointError naming the file and keys if they hold NaN
+        or infinite values."""
         up = np.asarray(self.up, np.float32)
         down = None if self.down is None else np.asarray(self.down, np.float32)
         if not all(np.isfinite(part).all() for part in (up, down) if part is not None):
@@ -79,6 +79,11 @@ class Delta:
                 f"LoRA {self.file}: {', '.join(repr(k) for k in self.keys)} hold NaN or infinite values; "
                 "the file is corrupt: re-download or re-export it"
             )
+        return up, down
+
+    def dense(self, shape: tuple[int, ...]) -> np.ndarray:
+        """The delta as a float32 array of `shape` (call `misfit` first); see `factors`."""
+        up, down = self.factors()
         if down is None:
             return np.float32(self.factor) * up
         product = up.reshape(up.shape[0], -1) @ down.reshape(down.shape[0], -1)

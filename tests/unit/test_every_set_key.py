@@ -19,6 +19,8 @@ ACCEPTED = {
     "max_sequence_length": ("64", 64),
     "loras": ("a.safetensors:0.5,b.safetensors", ("a.safetensors:0.5", "b.safetensors")),
     "loras_low": ("c.safetensors", ("c.safetensors",)),
+    "request_loras": ("true", True),
+    "lora_cache_mb": ("256", 256),
     "activations_dtype": ("bfloat16", "bfloat16"),
     "scheduler_dtype": ("bfloat16", "bfloat16"),
     "use_kv_cache": ("no", False),

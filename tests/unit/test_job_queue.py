@@ -68,3 +68,13 @@ def test_a_removed_job_is_never_taken_and_removing_it_twice_says_so():
 def test_capacity_must_be_positive():
     with pytest.raises(ValueError, match="at least 1"):
         JobQueue(capacity=0)
+
+
+def test_only_jobs_with_equal_loras_share_a_batch():
+    style, other = ["style.safetensors:0.8"], ["style.safetensors:0.5"]
+    queue = JobQueue(capacity=8)
+    for job_id, loras in (("a", style), ("b", other), ("c", style), ("d", []), ("e", [*style, "x.safetensors"])):
+        queue.put(job_id, _request(loras=loras, seed=len(queue)))
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["a", "c"]
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["b"]
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["d"]

@@ -3,7 +3,7 @@
 import pytest
 
 from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import ConfigError
+from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import LoraSpec, loras_per_expert
 
 
@@ -35,3 +35,21 @@ def test_low_noise_loras_need_two_experts():
     )
     with pytest.raises(ConfigError, match="this model has one transformer"):
         loras_per_expert(1, [], ["b.safetensors"])
+
+
+def test_a_request_takes_specs_text_or_records_and_names_its_field_when_wrong():
+    config = GenerationConfig()
+    request = config.request("a fox", loras=["a.safetensors:0.5", {"path": "b.safetensors", "scale": 2}],
+                             loras_low=[LoraSpec("c.safetensors")])  # fmt: skip
+    assert request.loras == (LoraSpec("a.safetensors", 0.5), LoraSpec("b.safetensors", 2.0))
+    assert request.loras_low == (LoraSpec("c.safetensors"),)
+    for fields, message in [(dict(loras="a.safetensors"), "loras='a.safetensors': must be a list"),
+                            (dict(loras_low=[LoraSpec("c.safetensors", float("inf"))]), "loras_low: LoRA .* finite"),
+                            (dict(loras=[{"path": ""}]), "loras: LoRA .* non-empty")]:  # fmt: skip
+        with pytest.raises(InvalidRequestError, match=message):
+            config.request("a fox", **fields)
+
+
+def test_request_loras_and_offloaded_blocks_exclude_each_other():
+    with pytest.raises(ConfigError, match="request_loras .* offload=layers"):
+        GenerationConfig.from_mapping({"request_loras": True, "offload": "layers"})

@@ -59,6 +59,16 @@ def test_two_experts_hold_twice_the_weights():
     assert _parts(a14b)["transformer weights"] == 2 * _parts(WAN13_480P81)["transformer weights"]
 
 
+def test_request_loras_count_a_merged_copy_and_their_cache():
+    plain = _parts(WAN13_480P81)
+    assert not any(name.startswith("request LoRAs") for name in plain)
+    switching = attrs.evolve(WAN13_480P81, num_experts=2, request_lora_cache=512 * 2**20)
+    parts = _parts(switching)
+    assert parts["request LoRAs: merged copy, factor cache"] == parts["transformer weights"] + 512 * 2**20
+    plan = plan_memory(switching, platform="cpu", available=GIB)
+    assert any("per request" in option for option in advice(plan, switching))
+
+
 def test_vae_tiling_and_chunks_bound_the_decode():
     at_720p = attrs.evolve(WAN13_480P81, pixels=1280 * 720, attention="blockwise", rows=1, tokens=16)
     untiled = _parts(at_720p)["VAE decode activations"]

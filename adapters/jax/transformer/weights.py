@@ -46,7 +46,8 @@ from wanjax.adapters.jax.transformer.weight_names import (
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import TransformerSpec
 
-def _slots(model: WanTransformer) -> list[Slot]:
+def parameter_slots(model: WanTransformer) -> list[Slot]:
+    """Where each diffusers tensor goes in `model`: its parameter, layer and layout change."""
     spec = model.spec
     slots = [Slot(e.name, e.path, None, e.to_jax) for e in top_entries(spec)]
     slots += stack_slots("blocks", ("blocks",), block_entries(spec), spec.num_layers, scan_layers=model.scan_layers)
@@ -107,7 +108,7 @@ def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None)
     output projection, biases and norms keep the model's dtype.
     """
     layout = {}
-    for path, param in _params(model, _slots(model)).items():
+    for path, param in _params(model, parameter_slots(model)).items():
         abstract = param.get_value()
         dtype = abstract.dtype
         if kernel_dtype is not None and "blocks" in path and path[-1] == "kernel" and dtype != jnp.float32:
@@ -131,7 +132,7 @@ def convert_transformer_weights(
     the file. Other mappings (a LoRA merge computes its tensors) are read once, their
     shapes checked as they are.
     """
-    slots = _slots(model)
+    slots = parameter_slots(model)
     _check_names(slots, tensors)
     layout = storage_layout(model, kernel_dtype)
     buffers = {path: aligned_empty(a.shape, a.dtype) for path, a in layout.items()}
@@ -161,7 +162,7 @@ def _read_checked(tensors: Mapping[str, np.ndarray], name: str, expected: tuple[
 
 def set_parameters(model: WanTransformer, arrays: Mapping[Path, jax.Array]) -> WanTransformer:
     """Fills the model's parameters (all of them) with `arrays`, keyed by parameter path."""
-    params = _params(model, _slots(model))
+    params = _params(model, parameter_slots(model))
     if set(arrays) != set(params):
         raise RuntimeError(f"parameters and arrays disagree: {sorted(map(str, set(arrays) ^ set(params)))[:8]}")
     for path, array in arrays.items():
@@ -195,7 +196,7 @@ def load_transformer(
 def transformer_weight_shapes(model: WanTransformer) -> dict[str, tuple[int, ...]]:
     """Diffusers tensor names and torch-layout shapes the model expects; works on an
     abstract (`nnx.eval_shape`) model, so a checkpoint can be checked before loading."""
-    slots = _slots(model)
+    slots = parameter_slots(model)
     params = _params(model, slots)
     shapes = {}
     for slot in slots:
@@ -206,7 +207,7 @@ def transformer_weight_shapes(model: WanTransformer) -> dict[str, tuple[int, ...
 
 def export_transformer_weights(model: WanTransformer) -> dict[str, np.ndarray]:
     """The inverse of `load_transformer`: diffusers names, torch layouts, the model's dtypes."""
-    slots = _slots(model)
+    slots = parameter_slots(model)
     host = {path: np.asarray(param[...]) for path, param in _params(model, slots).items()}
     weights = {}
     for slot in slots:
