@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from dependency_injector import containers, providers
 
-from wanjax.application import builders
+from wanjax.application import builders, job_stores
+from wanjax.application.job_queue import JobQueue
 from wanjax.application.memory import MemoryPlanner
 from wanjax.application.preflight import Preflight
 from wanjax.application.service import GenerationService, ModelComponents
+from wanjax.application.store_queue import StoreQueue
 from wanjax.domain.config import GenerationConfig
+from wanjax.domain.jobs import JobStoreSettings
 from wanjax.domain.sharding import logical_rules
 
 
@@ -106,6 +109,25 @@ class Container(containers.DeclarativeContainer):
         GenerationService, components, settings.provided.text_encoder, preflight=preflight.provided.check
     )
 
+    job_settings = providers.Dependency(instance_of=JobStoreSettings)
+    """`wanjax serve`'s only: where its jobs are kept."""
+    job_store = providers.Selector(
+        job_settings.provided.kind,
+        sqlite=providers.Singleton(
+            job_stores.sqlite_store,
+            job_settings.provided.output_dir,
+            providers.Resource(job_stores.folder_lock, job_settings.provided.output_dir),
+        ),
+        postgresql=providers.Singleton(job_stores.postgres_store, job_settings),
+    )
+    # Called with capacity=: where jobs wait, this server's own queue or the shared store
+    job_queue = providers.Selector(
+        job_settings.provided.kind,
+        sqlite=providers.Factory(JobQueue),
+        postgresql=providers.Factory(StoreQueue, job_store, config),
+    )
 
-def build_container(config: GenerationConfig) -> Container:
-    return Container(config=config)
+
+def build_container(config: GenerationConfig, jobs: JobStoreSettings | None = None) -> Container:
+    """The container of `config`; with `jobs`, a server's (its `job_store` and `job_queue`)."""
+    return Container(config=config) if jobs is None else Container(config=config, job_settings=jobs)

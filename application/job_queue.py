@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 
 from wanjax.domain.batch import MEDIA_FIELDS, shared_request
 from wanjax.domain.errors import InvalidRequestError
@@ -19,6 +19,9 @@ class QueueFull(Exception):
 class JobQueue:
     """Job ids with their requests, oldest first. `put` refuses past `capacity`; `restore` (jobs
     accepted before a restart) never does, so nothing accepted is dropped."""
+
+    shared = False
+    """One server's queue: its jobs are those its store holds unfinished when it starts."""
 
     def __init__(self, capacity: int) -> None:
         if capacity < 1:
@@ -68,22 +71,37 @@ class JobQueue:
         self, max_batch: int, timeout: float | None = None, *,
         fits: Callable[[GenerationRequest, int], bool] = lambda request, batch: True,
     ) -> list[tuple[str, GenerationRequest]]:  # fmt: skip
-        """Waits for a job; returns it with up to `max_batch - 1` later queued jobs that can share
-        its batch (`shared_request`: they differ only in prompt, negative prompt and seed), as many
-        as `fits(request, batch size)` allows. Empty when `timeout` passes first."""
+        """Waits for a job; returns its batch (`batch_of` the queued jobs). Empty when `timeout`
+        passes first."""
         with self._changed:
             if not self._changed.wait_for(lambda: self._jobs, timeout):
                 return []
-            head_id, head = next(iter(self._jobs.items()))
-            batch = [(head_id, head)]
-            for job_id, request in list(self._jobs.items())[1:]:
-                if len(batch) == max_batch or not fits(head, len(batch) + 1):
-                    break
-                if _compatible(head, request):
-                    batch.append((job_id, request))
+            batch = batch_of(list(self._jobs.items()), max_batch, fits)
             for job_id, _ in batch:
                 del self._jobs[job_id]
             return batch
+
+    def stepped(self, job_ids: Collection[str], done: int, total: int) -> set[str]:
+        """Those of the running `job_ids` cancelled by another server: none, since this queue is one
+        server's (whose runner keeps their progress in memory)."""
+        return set()
+
+
+def batch_of(
+    waiting: Sequence[tuple[str, GenerationRequest]], max_batch: int,
+    fits: Callable[[GenerationRequest, int], bool] = lambda request, batch: True,
+) -> list[tuple[str, GenerationRequest]]:  # fmt: skip
+    """The first of `waiting` (oldest first) with up to `max_batch - 1` later ones that can share its
+    batch (`shared_request`: they differ only in prompt, negative prompt and seed), as many as
+    `fits(request, batch size)` allows."""
+    head_id, head = waiting[0]
+    batch = [(head_id, head)]
+    for job_id, request in waiting[1:]:
+        if len(batch) == max_batch or not fits(head, len(batch) + 1):
+            break
+        if _compatible(head, request):
+            batch.append((job_id, request))
+    return batch
 
 
 def _compatible(first: GenerationRequest, other: GenerationRequest) -> bool:

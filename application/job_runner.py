@@ -23,6 +23,7 @@ from wanjax.application.job_requests import (
 )
 from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.metrics import ServerMetrics
+from wanjax.application.store_queue import StoreQueue
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
@@ -39,7 +40,7 @@ class JobRunner:
     """Accepts jobs (validated, recorded, queued), runs them one batch at a time on one thread,
     writes each video atomically to its folder (`JobFiles`), and answers for any job ever
     accepted and not deleted. The store hears of a job's state changes only; its progress while
-    it runs lives here."""
+    it runs lives here (and in a store replicas share, for the others to report)."""
 
     def __init__(
         self,
@@ -55,20 +56,23 @@ class JobRunner:
         on_load_failure: Callable[[BaseException], None] = lambda error: None,
         check_memory: Callable[[GenerationRequest, int], object] = lambda request, batch: None,
         clock: Callable[[], float] = time.time,
+        queue: JobQueue | StoreQueue | None = None,
     ) -> None:
         """`model` is the served model's name, which a request may give; `on_load_failure(error)`
         is called on the worker thread when the model cannot load (the server should exit: no job
         can run); the jobs stay queued for the next start. `check_memory(request, batch)` refuses a
         request whose memory plan for a batch of that size does not fit (InvalidRequestError): a
         request alone before it is queued, and no batch grows past what fits. Requests name their
-        LoRAs by their files in `loras` (None: requests carry none)."""
+        LoRAs by their files in `loras` (None: requests carry none). `queue`: where jobs wait, a
+        StoreQueue when replicas share `store`; by default this server's own JobQueue of
+        `queue_capacity` jobs."""
         self._service = service
         self._config = config
         self._store = store
         self.files = JobFiles(output_dir)
         self.model = model
         self.loras = loras
-        self._queue = JobQueue(queue_capacity)
+        self._queue = JobQueue(queue_capacity) if queue is None else queue
         self._max_batch = max_batch
         self._on_load_failure = on_load_failure
         self._check_memory = check_memory
@@ -113,9 +117,10 @@ class JobRunner:
         return self._step_seconds
 
     def start(self) -> None:
-        """Re-queues what an earlier process accepted and did not finish, then loads the model and
-        runs jobs on the worker thread."""
-        self._recover()
+        """Re-queues what an earlier process accepted and did not finish (a shared store's jobs wait
+        there already), then loads the model and runs jobs on the worker thread."""
+        if not self._queue.shared:
+            self._recover()
         self._thread.start()
 
     def stop(self, timeout: float | None = None) -> None:
@@ -218,7 +223,11 @@ class JobRunner:
             if self.store_error is not None and not self._store_back():
                 self._stop.wait(STORE_RETRY_SECONDS)
                 continue
-            batch = self._queue.take(self._max_batch, timeout=0.2, fits=self._batch_fits)
+            try:
+                batch = self._queue.take(self._max_batch, timeout=0.2, fits=self._batch_fits)
+            except StoreError as err:  # a shared store's queue is the store
+                self.store_error = str(err)
+                continue
             if batch:
                 self._run(batch)
 
@@ -272,7 +281,9 @@ class JobRunner:
                 self._progress.update({job_id: (done, total) for job_id in job_ids})
             if self._stop.is_set():
                 raise RunInterrupted
+            elsewhere = self._queue.stepped(job_ids, done, total)  # deleted through another replica
             with self._lock:
+                self._cancelled.update(elsewhere)
                 if self._cancelled.issuperset(job_ids):
                     raise JobCancelled
 

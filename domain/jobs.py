@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import enum
+from pathlib import Path
 from typing import Any
 
 import attrs
+
+from wanjax.domain.errors import ConfigError
+
+POSTGRESQL_SCHEMES = ("postgresql://", "postgres://")
+LEASE_SECONDS = 30.0
+"""How long a replica's hold on a running job lasts unless renewed (--lease-seconds)."""
 
 
 class JobStatus(str, enum.Enum):
@@ -61,3 +68,30 @@ class Job:
         if self.finished_at is not None:
             timings["total"] = self.finished_at - self.created_at
         return timings
+
+
+def _check_location(_: object, __: object, location: str | None) -> None:
+    if location is not None and not location.startswith(POSTGRESQL_SCHEMES):
+        raise ConfigError(f"--jobs {location!r}: give a PostgreSQL URL (postgresql://USER@HOST:PORT/DATABASE), "
+                          "or leave it out for SQLite in the output folder")  # fmt: skip
+
+
+def _check_lease(_: object, __: object, seconds: float) -> None:
+    if not seconds >= 1:
+        raise ConfigError(f"--lease-seconds {seconds}: give at least 1 (a replica renews its leases every third of it)")
+
+
+@attrs.frozen(kw_only=True)
+class JobStoreSettings:
+    """Where a server keeps its jobs. `location` None: SQLite in `output_dir`, one server per
+    folder; a PostgreSQL URL: a store that several replicas share (their `output_dir` one shared
+    folder), each holding the jobs it runs under a lease of `lease_seconds`, renewed while they run."""
+
+    output_dir: Path
+    location: str | None = attrs.field(default=None, validator=_check_location)
+    lease_seconds: float = attrs.field(default=LEASE_SECONDS, validator=_check_lease)
+
+    @property
+    def kind(self) -> str:
+        """`sqlite` or `postgresql`: the store's adapter."""
+        return "sqlite" if self.location is None else "postgresql"

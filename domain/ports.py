@@ -129,7 +129,9 @@ class JobStore(Protocol):
     def add(self, job: Job) -> None: ...
 
     def update(self, job: Job) -> None:
-        """Replaces the record of `job.id`."""
+        """Replaces the record of `job.id`. In a store shared by replicas, a running job's record is
+        replaced only by the replica holding it (or by its cancellation), and a cancelled job's
+        only by its cancellation: a replica that lost a job changes nothing."""
         ...
 
     def remove(self, job_id: str) -> None:
@@ -145,4 +147,32 @@ class JobStore(Protocol):
     def page(self, *, after: str | None, limit: int, newest_first: bool) -> Sequence[Job] | None:
         """Up to `limit` jobs in the order accepted (`newest_first`: reversed), those after the
         job `after` when given; None when there is no job `after`."""
+        ...
+
+
+class SharedJobStore(JobStore, Protocol):
+    """A JobStore that several servers (replicas) share, which is their queue too: each replica
+    claims the jobs it runs and holds them under a lease that it renews while it lives. A job whose
+    lease lapsed (its replica died) can be claimed again, and runs from its first step."""
+
+    def claim(self, choose: Callable[[Sequence[Job]], Sequence[Job]], *, candidates: int) -> Sequence[Job]:
+        """Hands `choose` up to `candidates` of the oldest claimable jobs (queued, or running under a
+        lapsed lease), oldest first, while no other replica can claim them; the jobs it returns are
+        this replica's from then on, recorded running (from their first step), and returned so."""
+        ...
+
+    def release(self, job_ids: Sequence[str]) -> None:
+        """Queues this replica's running jobs among `job_ids` again, at once (not after their lease)."""
+        ...
+
+    def queued_count(self) -> int: ...
+
+    def cancel_queued(self, job_id: str) -> bool:
+        """Records the job cancelled if it is queued; whether it was (no replica can claim it since)."""
+        ...
+
+    def stepped(self, job_ids: Sequence[str], done: int, total: int) -> set[str]:
+        """Records the steps done of the running `job_ids` this replica holds (the progress every
+        replica reports) and returns those of `job_ids` whose record reads cancelled (deleted
+        through any replica)."""
         ...

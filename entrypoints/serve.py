@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from wanjax.domain.jobs import LEASE_SECONDS
 from wanjax.entrypoints.interrupts import Interrupted, Stops
 
 STOP_SECONDS = 30.0
@@ -27,7 +28,14 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, the defaults of every request; repeatable")  # fmt: skip
     serve.add_argument("--output-dir", type=Path, default=Path("wanjax-server"),
-                       help="where each job's folder (ID/: its video and media) and the job records (jobs.sqlite) go")  # fmt: skip
+                       help="where each job's folder (ID/: its video and media) and the job records (jobs.sqlite) go; "
+                            "with --jobs, a folder every replica shares")  # fmt: skip
+    serve.add_argument("--jobs", metavar="postgresql://USER@HOST:PORT/DATABASE",
+                       help="keep the jobs in this PostgreSQL database, shared by every replica serving the same "
+                            "model (default: jobs.sqlite in --output-dir, one server per folder)")  # fmt: skip
+    serve.add_argument("--lease-seconds", type=float, default=LEASE_SECONDS,
+                       help="with --jobs: how long after a replica's last renewal (every third of it) its running "
+                            f"jobs go to another replica (default: {LEASE_SECONDS:g})")  # fmt: skip
     serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
                        help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open to this machine only)")  # fmt: skip
     serve.add_argument("--lora-dir", type=Path,
@@ -52,14 +60,13 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
     when the model cannot load."""
     import uvicorn
 
-    from wanjax.adapters.folder_lock import lock_folder
-    from wanjax.adapters.sqlite_jobs import SqliteJobStore
     from wanjax.application.caches import configure_compilation_cache
     from wanjax.application.container import build_container
     from wanjax.application.job_runner import JobRunner
     from wanjax.application.lora_folder import LoraFolder
     from wanjax.application.presets import resolve_config
     from wanjax.domain.errors import ConfigError
+    from wanjax.domain.jobs import JobStoreSettings
     from wanjax.entrypoints.http_api import KEEP_ALIVE_SECONDS, LOOPBACK_NAMES, build_app
 
     if args.queue_size < 1 or args.max_batch < 1 or not args.max_body_mb > 0 or not args.stop_timeout >= 0:
@@ -70,11 +77,11 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
     check_access(args.host, args.token, allow_no_token=args.allow_no_token)
     listening = bound_socket(args.host, args.port)
     output_dir = args.output_dir.absolute()
-    lock = lock_folder(output_dir)  # noqa: F841  (held while the process runs)
-    store = SqliteJobStore(output_dir / "jobs.sqlite")
+    jobs = JobStoreSettings(output_dir=output_dir, location=args.jobs, lease_seconds=args.lease_seconds)
     config = resolve_config(args.model, overrides)
+    container = build_container(config, jobs)
+    store = container.job_store()  # SQLite: the output folder's lock held while the process runs
     configure_compilation_cache(config.startup.compilation_cache_dir)  # process-global: this process is ours
-    container = build_container(config)
     service = container.service()
     server: uvicorn.Server | None = None
 
@@ -88,6 +95,7 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
         store,
         output_dir=output_dir,
         queue_capacity=args.queue_size,
+        queue=container.job_queue(capacity=args.queue_size),
         max_batch=args.max_batch,
         model=args.model or config.model.location,
         loras=loras,

@@ -27,9 +27,11 @@ def free_port() -> int:
 class Server:
     """A `wanjax serve` subprocess (with SMALL and the token TOKEN) and an httpx client for it."""
 
-    def __init__(self, output_dir: Path, cache: Path, *, queue_size: int = 3, options: tuple[str, ...] = ()) -> None:
-        """`options`: more of `wanjax serve`'s flags."""
+    def __init__(self, output_dir: Path, cache: Path, *, queue_size: int = 3, options: tuple[str, ...] = (),
+                 log: Path | None = None) -> None:  # fmt: skip
+        """`options`: more of `wanjax serve`'s flags; `log`: its output (default: beside `output_dir`)."""
         self.output_dir, self.cache, self.port, self.queue_size = output_dir, cache, free_port(), queue_size
+        self.log = log or output_dir.parent / f"{output_dir.name}.log"
         self.options = options
         self.url = f"http://127.0.0.1:{self.port}"
         self.process = None
@@ -38,7 +40,7 @@ class Server:
         args = ["serve", "--port", str(self.port), "--output-dir", str(self.output_dir), "--token", TOKEN,
                 "--queue-size", str(self.queue_size), "--max-batch", "4", *SMALL, *self.options]  # fmt: skip
         env = {**os.environ, "WANJAX_CACHE": str(self.cache)}
-        log = (self.output_dir.parent / f"{self.output_dir.name}.log").open("ab")
+        log = self.log.open("ab")
         command = [sys.executable, str(TESTS / "slow_steps_serve.py"), *args]
         self.process = subprocess.Popen(command, env=env, stdout=log, stderr=log)
         self.client = httpx.Client(base_url=self.url, headers={"Authorization": f"Bearer {TOKEN}"})

@@ -1,11 +1,14 @@
 """`wanjax serve` whose denoising steps each last at least STEP_SECONDS longer, so that a test's
 long job is still running when the test signals or cancels it, however fast the machine; a job
 whose prompt begins with "stuck" spends STUCK_SECONDS before its first step, as a long compile,
-conditioning or VAE decode would (no step callback meanwhile).
+conditioning or VAE decode would (no step callback meanwhile). With $WANJAX_TEST_RUNS, each run
+appends to that file `started PID PROMPT` when it starts and `finished PID PROMPT` when it returns,
+a line per request (so a test sees which server runs what, and counts the runs finished).
 
 Arguments: the CLI's own (`serve ...`).
 """
 
+import os
 import sys
 import time
 
@@ -26,7 +29,18 @@ def generate_batch_with_slow_steps(self, requests, *, on_step=None, **kwargs):
 
     if any(request.prompt.startswith("stuck") for request in requests):
         time.sleep(STUCK_SECONDS)
-    return generate_batch(self, requests, on_step=slow_step, **kwargs)
+    record_runs("started", requests)
+    result = generate_batch(self, requests, on_step=slow_step, **kwargs)
+    record_runs("finished", requests)
+    return result
+
+
+def record_runs(event, requests):
+    if "WANJAX_TEST_RUNS" in os.environ:
+        with open(os.environ["WANJAX_TEST_RUNS"], "a") as runs:  # a line per write: appends do not interleave
+            for request in requests:
+                runs.write(f"{event} {os.getpid()} {request.prompt}\n")
+                runs.flush()
 
 
 GenerationService.generate_batch = generate_batch_with_slow_steps

@@ -1,6 +1,6 @@
 """`wanjax serve` refuses to start, in one line naming the problem and the fix (exit status 2),
-before loading anything: an empty token, a network address without a token, a busy port, and an
-output folder whose job store is damaged."""
+before loading anything: an empty token, a network address without a token, a busy port, a job
+store that is not PostgreSQL or cannot be reached, and an output folder whose job store is damaged."""
 
 import socket
 
@@ -17,9 +17,12 @@ def _serve(tmp_path, *args):
 @pytest.mark.parametrize(
     ("args", "message"),
     [(("--token", ""), "--token (or $WANJAX_TOKEN) is empty"), (("--token", "  "), "is empty"),
-     (("--host", "0.0.0.0"), "--host 0.0.0.0 serves other machines, and there is no --token")],
+     (("--host", "0.0.0.0"), "--host 0.0.0.0 serves other machines, and there is no --token"),
+     (("--token", "t", "--jobs", "mysql://db/jobs"), "--jobs 'mysql://db/jobs': give a PostgreSQL URL"),
+     (("--token", "t", "--jobs", "postgresql://wanjax:pw@127.0.0.1:9/jobs?connect_timeout=2"),
+      "the job store postgresql://wanjax@127.0.0.1:9/jobs cannot be used")],
 )  # fmt: skip
-def test_an_empty_token_or_an_open_network_address_is_refused(tmp_path, capsys, monkeypatch, args, message):
+def test_a_bad_token_address_or_job_store_is_refused_in_one_line(tmp_path, capsys, monkeypatch, args, message):
     monkeypatch.delenv("WANJAX_TOKEN", raising=False)
     assert _serve(tmp_path, *args) == 2
     err = capsys.readouterr().err
