@@ -2,7 +2,8 @@
 
 Each `run(out, smoke)` returns a JSON-able dict (status "passed" unless it says otherwise) and
 raises on a failure, whose traceback lands in OUT/<stage>.log. With `smoke` every stage runs at
-tiny sizes on the CPU with the same code paths and flags.
+tiny sizes on the CPU with the same code paths and flags (bench stages whose command is then the
+same, the demo with one timed step, run it once and share its record).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ WANJAX = [sys.executable, "-m", "wanjax.entrypoints.cli"]
 DEMO_TOLERANCE = {"highest": 1e-4, "default": 2e-2}
 PARITY_TOLERANCE = 1e-5  # the CPU parity tests' bound, at matmul precision "highest"
 REFERENCE_ROWS = 4096
+SMOKE_STEPS = 1  # every bench stage's timed steps in the smoke run
 KERNEL_ERROR = re.compile(r"cudnn|triton|pallas|mosaic|tokamax", re.IGNORECASE)
 
 
@@ -267,6 +269,7 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
     """`wanjax bench` in its own process (`extra`: more of its flags); in the smoke run the demo
     model at its own small size."""
     width, height, frames = size
+    steps = SMOKE_STEPS if smoke else steps
     argv = [*WANJAX, "bench", "--model", "demo" if smoke else model, "--steps", str(steps), "--json",
             str(out / f"{name}.json")]
     if not smoke:
@@ -283,6 +286,9 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
     for item in sets:
         argv += ["--set", item]
     notes = {"note": reason} if reason else {}
+    if smoke and (earlier := _smoke_twin(out, name, argv)) is not None:
+        record = json.loads((out / f"{earlier}.json").read_text())
+        return {"command": " ".join(argv[2:]), **record, **notes, "same_as": earlier}
     for _ in range(3):  # the run, and at most two retries that each drop one failing part
         try:
             printed = _run(argv)
@@ -301,6 +307,18 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
         raise RuntimeError(f"{name}: every retry failed; see the notes: {notes}")
     record = json.loads((out / f"{name}.json").read_text())
     return {"command": " ".join(argv[2:]), "report": printed.strip().splitlines(), **record, **notes}
+
+
+def _smoke_twin(out: Path, name: str, argv: list[str]) -> str | None:
+    """The earlier stage that ran this very command in the smoke run (at demo size several stages
+    do: they differ in model and size only), else None, and this stage is noted as its runner."""
+    ledger = out / "smoke_commands.json"
+    commands = json.loads(ledger.read_text()) if ledger.exists() else {}
+    key = " ".join(arg for arg in argv if not arg.endswith(".json"))
+    if key in commands:
+        return commands[key]
+    ledger.write_text(json.dumps({**commands, key: name}))
+    return None
 
 
 def bench_13b_480p_25(out: Path, smoke: bool) -> dict:
