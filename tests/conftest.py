@@ -38,7 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 LONGEST_FILES = (
     "parity/test_vae_chunking.py",
-    "integration/test_device_check.py",
+    "integration/test_device_check.py",  # with WANJAX_DEVICE_SMOKE=1 (CI)
     "integration/test_replicas.py",
     "integration/test_sharded_vae.py",
     "integration/test_sharded_generation.py",
