@@ -305,10 +305,11 @@ def _diffusers_device() -> str:
 
 
 def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
-    from wanjax.adapters.torch.diffusers_bench import time_diffusers_steps_apart
+    from wanjax.adapters.torch.diffusers_bench import run_apart, time_diffusers_steps
 
     g = bench.geometry
-    return time_diffusers_steps_apart(
+    return run_apart(
+        time_diffusers_steps,
         bench.architecture.transformer, (bench.copies, g.frames, g.height, g.width, g.channels),
         bench.settings.text_encoder.max_sequence_length, bench.architecture.image_tokens,
         guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,

@@ -2,7 +2,7 @@
 weights, the same architecture and shapes, timed per guided step on CUDA or the CPU; with --vae,
 also its AutoencoderKLWan's decode of latents of the same shape, untiled and tiled.
 
-The reference runs in a process of its own (`time_diffusers_steps_apart`), before JAX builds
+The reference runs in a process of its own (`run_apart`), before JAX builds
 anything: on a GPU each framework keeps the memory it once held in its own pool, so in one
 process the second would see the first's peak as taken (a 14B model twice over).
 
@@ -123,11 +123,6 @@ def time_diffusers_steps(
         step()
     synchronize()
     return (time.perf_counter() - start) / steps
-
-
-def time_diffusers_steps_apart(*args: object, **kwargs: object) -> float:
-    """`time_diffusers_steps` in a fresh (spawned) process, which returns all its memory on exit."""
-    return run_apart(time_diffusers_steps, *args, **kwargs)
 
 
 def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled: bool, device: str) -> float:
