@@ -107,6 +107,7 @@ class MemoryPlanner:
             latent_frames=geometry.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
+            vae_convolution=settings.vae.convolution,
             vae_encode_frames=request.num_frames if _encodes(request) else 0,
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
