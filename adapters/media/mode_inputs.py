@@ -1,16 +1,17 @@
-"""Reading the inputs of a VACE generation: a control video, a mask video and reference
-images, as the pixels `VaceInputs` holds at the requested video size."""
+"""Reading a generation mode's input files by their kind (domain/modes/base.InputKind): images,
+videos as given or at the requested video size, masks, reference images on their canvas."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from wanjax.adapters.media.images import read_image
 from wanjax.adapters.media.video_input import read_video
-from wanjax.domain.vace import VaceInputs
+from wanjax.domain.modes.base import InputKind
 
 
 def read_frames(path: Path, num_frames: int, height: int, width: int) -> np.ndarray:
@@ -40,15 +41,16 @@ def reference_canvas(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     return canvas
 
 
-def read_vace_inputs(
-    video: Path | None, mask: Path | None, references: Sequence[Path], *, num_frames: int, height: int, width: int
-) -> VaceInputs | None:
-    """The VACE inputs of the given files (None when none is given); the mask video's first
-    channel is the mask (white: regenerate)."""
-    if video is None and mask is None and not references:
-        return None
-    return VaceInputs(
-        video=None if video is None else read_frames(video, num_frames, height, width),
-        mask=None if mask is None else read_frames(mask, num_frames, height, width)[..., 0],
-        references=tuple(reference_canvas(read_image(path), height, width) for path in references),
-    )
+def read_input(kind: InputKind, given: Path | Sequence[Path], *, num_frames: int, height: int, width: int) -> Any:
+    """The pixels of an input field of `kind` given as `given` (a path; paths for a repeatable
+    kind), for a video of `num_frames` frames of height x width; an unreadable file is an
+    InvalidRequestError naming it."""
+    if kind is InputKind.IMAGE:
+        return read_image(given)
+    if kind is InputKind.VIDEO:
+        return read_video(given, num_frames)
+    if kind is InputKind.SIZED_VIDEO:
+        return read_frames(given, num_frames, height, width)
+    if kind is InputKind.MASK:
+        return read_frames(given, num_frames, height, width)[..., 0]  # white: 255
+    return tuple(reference_canvas(read_image(path), height, width) for path in given)  # CANVAS_IMAGES
