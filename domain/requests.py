@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -17,7 +18,7 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.modes.registry import requested_mode
+from wanjax.domain.modes.registry import input_kind, requested_mode
 from wanjax.domain.modes.vace import VaceInputs
 from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
 
@@ -139,6 +140,28 @@ _optional_image = _optional_pixels("[H, W, 3]")
 _optional_frames = _optional_pixels("[F, H, W, 3]")
 
 
+def _inputs(value: Any) -> Mapping[str, Any]:
+    """A mode's own inputs, by input name: each a registered mode's input with no field of its own
+    here, its pixels as its kind takes them."""
+    if not isinstance(value, Mapping):
+        _fail("inputs", value, "must be a mapping of input name -> pixels (e.g. {'pose_video': frames})")
+    for name, pixels in value.items():
+        kind = input_kind(name)
+        if kind is None or name in attrs.fields_dict(GenerationRequest):
+            _fail("inputs", f"<{name!r}: ...>", f"{name!r} is no generation mode's own input (domain/modes/)")
+        kind.check(name, pixels)
+    return dict(value)
+
+
+def media_fields(media: Mapping[str, Any]) -> dict[str, Any]:
+    """GenerationRequest's keyword arguments for input media by input name: a field of its own
+    where the request has one (`image`), else an entry of `inputs`."""
+    own = attrs.fields_dict(GenerationRequest)
+    fields = {name: pixels for name, pixels in media.items() if name in own}
+    others = {name: pixels for name, pixels in media.items() if name not in own}
+    return {**fields, "inputs": others} if others else fields
+
+
 def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
         _fail(attribute.name, value, "must be a number in (0, 1]: the share of the steps run on the video (0.8 default)")
@@ -219,6 +242,9 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
+    """The inputs of modes whose inputs have no field of their own above, by input name
+    (domain/modes/: each mode's `InputField`s), each checked by its kind."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""
@@ -229,7 +255,15 @@ class GenerationRequest:
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
-        requested_mode(self).check_request(self)  # its mode's rules: inputs that fit together
+        mode = requested_mode(self)
+        for name in self.inputs:
+            if name not in {field.name for field in mode.inputs}:
+                _fail("inputs", f"<{name!r}: ...>", f"{mode.name} takes no {name!r}; give the inputs of one mode")
+        mode.check_request(self)  # its mode's rules: inputs that fit together
+
+    def input(self, name: str) -> Any:
+        """A mode's input by name: its own field's value, else its entry of `inputs` (None: not given)."""
+        return self.inputs[name] if name in self.inputs else getattr(self, name, None)
 
     @property
     def denoising_strength(self) -> float:

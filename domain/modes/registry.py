@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.base import GenerationMode, InputField, ModelTraits
+from wanjax.domain.modes.base import GenerationMode, InputField, InputKind, ModelTraits
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
@@ -73,11 +73,16 @@ def input_fields() -> tuple[InputField, ...]:
     return tuple(fields.values())
 
 
+def input_kind(name: str) -> InputKind | None:
+    """The kind of the input `name` of a registered mode (None: no mode's)."""
+    return next((field.kind for mode in MODES for field in mode.inputs if field.name == name), None)
+
+
 def flag_help(flag: str) -> str:
     """The CLI help of `flag`: each mode's, joined."""
     return "; ".join(field.help for mode in MODES for field in mode.inputs if field.flag == flag)
 
 
 def http_fields() -> dict[str, InputField]:
-    """The HTTP API's file fields -> the input each fills (a GenerationRequest field of its name)."""
+    """The HTTP API's file fields -> the input each fills."""
     return {field.http: field for mode in MODES for field in mode.inputs if field.http is not None}
