@@ -18,6 +18,7 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
+from wanjax.domain.modes.base import InputKind
 from wanjax.domain.modes.registry import input_kind, requested_mode
 from wanjax.domain.modes.vace import VaceInputs
 from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
@@ -120,24 +121,18 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         )  # fmt: skip
 
 
-def _optional_pixels(layout: str):
-    """Checks an optional uint8 RGB array of `layout` ("[H, W, 3]" for an image, "[F, H, W, 3]" for frames)."""
-    ndim, what = (3, "RGB pixels") if layout == "[H, W, 3]" else (4, "RGB frames")
+def _optional_pixels(kind: InputKind):
+    """Checks an optional input of `kind` (its pixels: domain/modes/base.InputKind)."""
 
     def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-        if value is None:
-            return
-        if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != ndim or value.shape[-1] != 3:
-            shape = getattr(value, "shape", None)
-            _fail(attribute.name, f"<{type(value).__name__} {shape}>", f"must be {what}, a uint8 array {layout}")
-        if min(value.shape[:-1]) < 1:
-            _fail(attribute.name, f"<array {value.shape}>", "is empty")
+        if value is not None:
+            kind.check(attribute.name, value)
 
     return check
 
 
-_optional_image = _optional_pixels("[H, W, 3]")
-_optional_frames = _optional_pixels("[F, H, W, 3]")
+_optional_image = _optional_pixels(InputKind.IMAGE)
+_optional_frames = _optional_pixels(InputKind.VIDEO)
 
 
 def _inputs(value: Any) -> Mapping[str, Any]:

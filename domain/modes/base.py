@@ -49,14 +49,17 @@ class InputKind(enum.Enum):
             for image in pixels:
                 InputKind.IMAGE.check(name, image)
             return
-        layout = {InputKind.IMAGE: "[H, W, 3]", InputKind.MASK: "[F, H, W]"}.get(self, "[F, H, W, 3]")
-        ndim, channels = layout.count(",") + 1, layout.endswith("3]")
-        if (
-            not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim
-            or (channels and pixels.shape[-1] != 3) or min(pixels.shape, default=0) < 1
-        ):  # fmt: skip
-            shape = getattr(pixels, "shape", None)
-            raise InvalidRequestError(f"{name}=<{type(pixels).__name__} {shape}>: must be a uint8 array {layout}")
+        what, layout = {
+            InputKind.IMAGE: ("RGB pixels", "[H, W, 3]"), InputKind.MASK: ("a mask", "[F, H, W]")
+        }.get(self, ("RGB frames", "[F, H, W, 3]"))  # fmt: skip
+        ndim, rgb = layout.count(",") + 1, layout.endswith("3]")
+        if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim or (
+            rgb and pixels.shape[-1] != 3
+        ):
+            given = f"<{type(pixels).__name__} {getattr(pixels, 'shape', None)}>"
+            raise InvalidRequestError(f"{name}={given}: must be {what}, a uint8 array {layout}")
+        if min(pixels.shape) < 1:
+            raise InvalidRequestError(f"{name}=<array {pixels.shape}>: is empty")
 
 
 @attrs.frozen(kw_only=True)

@@ -77,6 +77,8 @@ def test_the_tables_fields_are_request_fields_and_one_flag_is_one_input():
     assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
         "first-last-frame-to-video"
     )
+    with pytest.raises(InvalidRequestError, match="--mask with --image: image-to-video takes --image; drop --mask"):
+        registry.mode_of_inputs(["mask", "image"], lambda: pytest.fail("no mode takes both"))
 
 
 class TwoSegments(GenerationMode):
@@ -118,7 +120,7 @@ def test_a_registered_modes_inputs_are_the_requests(with_two_segments):
     [
         ({"pose": VIDEO}, "'pose' is no generation mode's own input"),
         ({"image": IMAGE}, "'image' is no generation mode's own input"),  # a field of its own
-        ({"pose_video": IMAGE}, r"pose_video=<ndarray \(8, 8, 3\)>: must be a uint8 array \[F, H, W, 3\]"),
+        ({"pose_video": IMAGE}, r"pose_video=<ndarray \(8, 8, 3\)>: must be RGB frames, a uint8 array \[F, H, W, 3\]"),
         ({"mask": np.zeros((9, 8, 8), np.uint8)}, "text-to-video takes no 'mask'"),
         ({"reference_image": IMAGE}, "must be a tuple of images"),
     ],
