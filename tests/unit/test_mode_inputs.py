@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wanjax.adapters.media.mode_inputs import read_input, reference_canvas
+from wanjax.adapters.media.mode_inputs import decode_input, read_input, reference_canvas
 from wanjax.adapters.media.video_files import Mp4Sink
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import InputKind
@@ -30,6 +30,14 @@ def test_video_mask_and_references_are_read_at_the_request_size(tmp_path) -> Non
     assert vace.mask.shape == (5, 32, 48) and vace.mask.min() >= 250
     (reference,) = vace.references
     assert reference.shape == (32, 48, 3)
+
+
+def test_a_clients_bytes_are_read_as_the_same_kinds(tmp_path) -> None:
+    Mp4Sink().write(np.full((6, 16, 24, 3), 255, np.uint8), tmp_path / "mask.mp4", fps=16)
+    data = (tmp_path / "mask.mp4").read_bytes()
+    mask = decode_input(InputKind.MASK, data, "mask (the request's file)", **SIZE)
+    assert mask.shape == (5, 32, 48) and mask.min() >= 250
+    assert decode_input(InputKind.VIDEO, data, "video", **SIZE).shape == (5, 16, 24, 3)  # at its own size
 
 
 def test_reference_is_fitted_and_centred_on_white() -> None:
