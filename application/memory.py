@@ -12,7 +12,8 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
 from wanjax.domain.offload import AUTO, OFFLOAD_SETTINGS, least_offload
-from wanjax.domain.modes.registry import requested_mode
+from wanjax.domain.modes.base import ModelTraits
+from wanjax.domain.modes.registry import resolved_mode
 from wanjax.domain.requests import GenerationRequest
 
 
@@ -88,7 +89,9 @@ class MemoryPlanner:
         settings, checkpoint = self._settings, self._checkpoint
         denoiser, mesh = settings.denoiser, settings.mesh.shape
         spec, vae = checkpoint.transformer_spec, checkpoint.vae_spec
-        geometry = LatentGeometry.of(request, spec, vae)
+        mode = resolved_mode(request, ModelTraits.of(checkpoint))
+        video = LatentGeometry.of(request, spec, vae)
+        geometry = mode.geometry(request, video)  # what is denoised (VACE: its reference frames too)
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
         return Workload(
             transformer=spec,
@@ -105,10 +108,10 @@ class MemoryPlanner:
             vae_parameters=checkpoint.weights("vae").parameter_count(),
             vae_dtype=settings.vae.dtype,
             vae_decode_chunk=settings.vae.decode_chunk,
-            latent_frames=geometry.frames,
+            latent_frames=video.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
-            vae_encode_frames=requested_mode(request).encoded_frames(request),
+            vae_encode_frames=mode.encoded_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,

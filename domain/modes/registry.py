@@ -39,11 +39,15 @@ def requested_mode(request: GenerationRequest) -> GenerationMode:
 def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     """The mode `request` runs in on `model`, checked: InvalidRequestError, naming the fix, where the
     model cannot run it."""
-    mode = requested_mode(request)
-    if mode is TEXT_TO_VIDEO:
-        mode = default_mode(model)
+    mode = resolved_mode(request, model)
     mode.check(request, model)
     return mode
+
+
+def resolved_mode(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
+    """The mode `request` runs in on `model`, unchecked (what the memory plan counts)."""
+    mode = requested_mode(request)
+    return default_mode(model) if mode is TEXT_TO_VIDEO else mode
 
 
 def default_mode(model: ModelTraits) -> GenerationMode:

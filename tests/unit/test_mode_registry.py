@@ -3,6 +3,7 @@ fields are the request's, and that a new mode plugs in by its line in the table 
 inputs on the request, its CLI flag, its own generation loop)."""
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import attrs
 import numpy as np
@@ -147,3 +148,21 @@ def test_a_registered_modes_input_is_a_cli_flag(with_two_segments, capsys):
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--help"])
     assert "the poses to follow" in capsys.readouterr().out
+
+
+def test_the_memory_plan_counts_what_the_mode_denoises_and_encodes():
+    from wanjax.application.memory import DeviceSize, MemoryPlanner
+
+    config = GenerationConfig.from_mapping(dict(height=96, width=96, num_frames=5, num_inference_steps=3, flow_shift=5.0))
+    counted = SimpleNamespace(parameter_count=lambda: 1000)  # the specs alone: no VAE built for its count
+    checkpoint = SimpleNamespace(
+        transformer_spec=WAN21_VACE_1_3B, vae_spec=VaeSpec(), image_conditioning=ImageConditioning.NONE,
+        experts=("transformer",), weights=lambda _: counted,
+    )  # fmt: skip
+    planner = MemoryPlanner(config.resolved("gpu"), checkpoint, DeviceSize(device=80 * 2**30))
+    plain = planner.workload(config.request("a fox"))
+    canvas = np.zeros((96, 96, 3), np.uint8)
+    guided = planner.workload(config.request("a fox", vace=VaceInputs(references=(canvas, canvas))))
+    assert plain.vae_encode_frames == guided.vae_encode_frames == 5  # the control video (mid-grey, unless given)
+    assert guided.tokens == plain.tokens * 4 // 2  # 2 latent frames of video, 2 more of references
+    assert guided.latent_frames == plain.latent_frames == 2  # the decode: the video's alone
