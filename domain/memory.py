@@ -247,6 +247,26 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
     return resident, phases, host
 
 
+def moved_bytes(work: Workload, steps: int) -> tuple[int, int]:
+    """(bytes of weights copied from host to device memory in one denoising step, in a whole run of
+    `steps` steps and the VAE's uses) under `work.offload`: `layers` copies one expert's blocks per step,
+    the last one twice; `components` each expert once and the VAE once per use (encode, decode) and
+    the JAX text encoder once; `all` both, the experts less their blocks."""
+    per_step = 0
+    if streams_blocks(work.offload):
+        layers = work.transformer.num_layers
+        per_step = block_weights(work) // work.num_experts * (layers + 1) // layers
+    per_run = steps * per_step
+    if moves_components(work.offload):
+        weights = _transformer_weights(work)
+        per_run += weights - block_weights(work) if streams_blocks(work.offload) else weights
+        uses = (work.vae is not None) + (work.vae is not None and work.vae_encode_frames > 0)
+        per_run += uses * work.vae_parameters * DTYPE_BYTES[work.vae_dtype]
+        if work.text_encoder_backend == "jax":
+            per_run += work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]
+    return per_step, per_run
+
+
 def _transformer_weights(work: Workload) -> int:
     total, kernels = transformer_parameters(work.transformer)
     if work.weights_dtype == "float8_e4m3fn":  # the blocks' kernels in fp8, the rest in the compute dtype
