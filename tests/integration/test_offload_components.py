@@ -10,7 +10,7 @@ from wanjax.adapters.jax.platform.residency import HOST_MEMORY
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 
-SIZE = dict(height=32, width=48, num_frames=5, num_inference_steps=3)
+SIZE = dict(height=32, width=48, num_frames=5, num_inference_steps=2)
 
 
 @pytest.fixture(autouse=True)

@@ -38,6 +38,12 @@ def _resident(case_name: str, scan: bool) -> np.ndarray:
     return _denoise(case_name, DenoiserOptions(scan_diffusion_loop=scan))
 
 
+@functools.cache
+def _streamed(case_name: str, scan: bool) -> np.ndarray:
+    """The latents with the blocks streamed (`offload=layers`), made once."""
+    return _denoise(case_name, DenoiserOptions(scan_diffusion_loop=scan, stream_blocks=True))
+
+
 def _denoise(case_name: str, options: DenoiserOptions, cache: CachePlan | None = None) -> np.ndarray:
     case = CASES[case_name]
     denoiser = JaxDenoiser(case_experts(case), options)
@@ -51,8 +57,7 @@ def _denoise(case_name: str, options: DenoiserOptions, cache: CachePlan | None =
 @pytest.mark.parametrize("name", ["t2v", "two-experts", "i2v"])
 @pytest.mark.parametrize("scan", [False, True], ids=["python-loop", "scan-loop"])
 def test_streamed_blocks_give_the_resident_latents_bit_for_bit(name, scan):
-    streamed = DenoiserOptions(scan_diffusion_loop=scan, stream_blocks=True)
-    np.testing.assert_array_equal(_denoise(name, streamed), _resident(name, scan))
+    np.testing.assert_array_equal(_streamed(name, scan), _resident(name, scan))
 
 
 @pytest.mark.parametrize("name", ["t2v", "two-experts", "i2v"])
@@ -68,8 +73,7 @@ def test_experts_off_the_device_give_the_resident_latents_bit_for_bit(name, scan
 def test_components_and_layers_together_give_the_streamed_latents(scan):
     """offload=all: moving the experts on and off the device changes nothing of what layers computes."""
     both = DenoiserOptions(scan_diffusion_loop=scan, experts_off_device=True, stream_blocks=True)
-    streamed = DenoiserOptions(scan_diffusion_loop=scan, stream_blocks=True)
-    np.testing.assert_array_equal(_denoise("two-experts", both), _denoise("two-experts", streamed))
+    np.testing.assert_array_equal(_denoise("two-experts", both), _streamed("two-experts", scan))
 
 
 def test_one_expert_at_a_time_is_on_the_device_and_none_after_the_run():
