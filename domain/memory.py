@@ -199,52 +199,50 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
     """(parts on the device for the whole run, each phase's own parts, parts in host memory). A
     phase's transient activations are its own whatever the offload; with `components` so are the
     weights of the component working in it."""
-    weights, blocks = _transformer_weights(work), block_weights(work)
-    moves = moves_components(work.offload)
-    device_weights = weights
-    host: Parts = []
-    if streams_blocks(work.offload):
-        per_block = blocks // (work.num_experts * work.transformer.num_layers)
-        device_weights = weights - blocks + 2 * per_block
-        if not moves:
-            host.append(("transformer blocks' weights", blocks))
-    transformer: Parts = []
-    if moves:  # one expert at a time; the host holds every expert whole
-        name = "transformer weights, one expert" if work.num_experts > 1 else "transformer weights"
-        if streams_blocks(work.offload):
-            name = "transformer weights, 2 blocks"
-        transformer.append((name, device_weights // work.num_experts))
-        host.append(("transformer weights", weights))
-    else:
-        transformer.append(("transformer weights" + (", 2 blocks" if streams_blocks(work.offload) else ""), device_weights))
-    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
-        transformer.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
-    if work.kv_cache:
-        transformer.append(("cross-attention KV cache", _kv_cache(work)))
+    transformer, host = _transformer_parts(work)
     vae = [("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype])] if work.vae is not None else []
-    text: Parts = []
-    on_device = work.text_encoder_backend == "jax"  # else torch holds it in host memory off CPU
-    if work.text_encoder_parameters and (platform == "cpu" or on_device):
-        text.append(("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]))
-        if not on_device:
-            text.append(("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME))  # unless the prompts are cached
-    movable_text = text if on_device else []
-    if moves:
+    text, movable_text = [], []
+    if work.text_encoder_backend == "jax":  # on the device; torch holds it in host memory off CPU
+        movable_text = [("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype])]
+    elif platform == "cpu" and work.text_encoder_parameters:
+        text = [
+            ("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]),
+            ("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME),  # unless the prompts are cached
+        ]
+    if moves_components(work.offload):
+        resident, own = text, {"text": movable_text, "denoising": transformer, "VAE": vae}
         host += vae + movable_text
-    resident = (transformer + vae + text) if not moves else [part for part in text if part not in movable_text]
-    working = lambda parts: parts if moves else []  # noqa: E731  the component's weights, where they move
-    phases: dict[str, Parts] = {}
-    if movable_text and moves:
-        phases["text encoding"] = list(text)
-    phases["denoising"] = working(transformer) + [("denoising step activations", _step_activations(work, platform))]
+    else:
+        resident, own = transformer + vae + movable_text + text, {"text": [], "denoising": [], "VAE": []}
+    phases = {"text encoding": own["text"]} if own["text"] else {}
+    phases["denoising"] = own["denoising"] + [("denoising step activations", _step_activations(work, platform))]
     if work.vae is not None:
         if work.vae_encode_frames:
             encode = vae_encode_bytes(
                 work.vae, work.pixels, work.vae_encode_frames, work.vae_encode_chunk, work.vae_tile, dtype=work.vae_dtype
             )  # fmt: skip
-            phases["VAE encode"] = working(vae) + [("VAE encode activations", encode)]
-        phases["VAE decode"] = working(vae) + [("VAE decode activations", _vae_decode(work))]
+            phases["VAE encode"] = own["VAE"] + [("VAE encode activations", encode)]
+        phases["VAE decode"] = own["VAE"] + [("VAE decode activations", _vae_decode(work))]
     return resident, phases, host
+
+
+def _transformer_parts(work: Workload) -> tuple[Parts, Parts]:
+    """(the transformer's parts on the device while it denoises, its weights in host memory): every
+    expert or one (`components`), each whole or its non-block weights and two blocks (`layers`)."""
+    weights, blocks = _transformer_weights(work), block_weights(work)
+    experts, streams = work.num_experts, streams_blocks(work.offload)
+    working = 1 if moves_components(work.offload) else experts
+    on_device = (weights - blocks) // experts * working
+    on_device += 2 * blocks // (experts * work.transformer.num_layers) if streams else blocks // experts * working
+    name = "transformer weights" + (", 2 blocks" if streams else ", one expert" if working < experts else "")
+    parts = [(name, on_device)]
+    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
+        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
+    if work.kv_cache:
+        parts.append(("cross-attention KV cache", _kv_cache(work)))
+    if moves_components(work.offload):
+        return parts, [("transformer weights", weights)]
+    return parts, [("transformer blocks' weights", blocks)] if streams else []
 
 
 def moved_bytes(work: Workload, steps: int) -> tuple[int, int]:
