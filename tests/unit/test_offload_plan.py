@@ -132,3 +132,9 @@ def test_auto_covers_every_checked_request_and_orders_the_settings():
 def test_request_loras_are_refused_with_any_offload_naming_the_fix(offload):
     with pytest.raises(ConfigError, match=rf"offload={offload}.*merge the LoRAs at load \(--lora\)"):
         DenoiserSettings(offload=offload, request_loras=True)
+
+
+def test_all_holds_one_experts_non_block_weights_and_two_of_its_blocks():
+    weights, blocks = dict(_plan("none").parts)["transformer weights"], block_weights(A14B_720P81)
+    block = blocks // (2 * A14B.transformer.num_layers)
+    assert dict(_plan("all").parts)["transformer weights, 2 blocks"] == (weights - blocks) // 2 + 2 * block

@@ -74,7 +74,7 @@ class JaxDenoiser:
         conditioning: Conditioning = Conditioning(),
     ) -> Denoised:
         program = self.program
-        try:
+        with program.run():
             inputs = program.inputs(jnp.shape(latents), context, negative_context, conditioning)
             state = program.initial_state(plan, latents)
             controls = CacheControls.of(plan.cache)
@@ -93,8 +93,6 @@ class JaxDenoiser:
                         jax.block_until_ready(state.sample)
                         on_step(i + 1, plan.num_steps)
                 report = stacked(reports)
-        finally:
-            program.release()
         sample = with_first_frame(state.sample, inputs.conditioning.first_frame).astype(jnp.float32)
         if not bool(jnp.isfinite(sample).all()):
             raise NumericalError(

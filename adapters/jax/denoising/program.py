@@ -10,7 +10,9 @@ arguments of the same executables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -72,6 +74,7 @@ class DenoisingProgram:
         self.residency = Residency(off_device=options.experts_off_device, stays_in_host=stays_in_host)
         self.params = tuple(self.residency.at_rest(p) for p in params)
         self._at_work: tuple[int, nnx.State] | None = None
+        self._one_run = threading.Lock()
         self.dtype = experts[0].dtype
         self.options = options
         self._rope_tables = experts[0].rope_tables
@@ -108,6 +111,20 @@ class DenoisingProgram:
     def release(self) -> None:
         """Drops the working expert's device copy (the run is over)."""
         self._at_work = None
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """One denoising run: with `experts_off_device` the only one at a time (the working expert's
+        copy is the program's, so concurrent runs would trade it back and forth), its copy released
+        at the end; otherwise nothing is held and runs overlap freely."""
+        if not self.residency.off_device:
+            yield
+            return
+        with self._one_run:
+            try:
+                yield
+            finally:
+                self.release()
 
     def loop_segments(self, plan: SamplingPlan) -> list[tuple[int, slice]]:
         """The runs of consecutive steps the scan loop runs as one: all steps, or with
