@@ -138,3 +138,12 @@ def test_all_holds_one_experts_non_block_weights_and_two_of_its_blocks():
     weights, blocks = dict(_plan("none").parts)["transformer weights"], block_weights(A14B_720P81)
     block = blocks // (2 * A14B.transformer.num_layers)
     assert dict(_plan("all").parts)["transformer weights, 2 blocks"] == (weights - blocks) // 2 + 2 * block
+
+
+@pytest.mark.parametrize("chosen", ["components", "layers", "all"])
+def test_request_loras_with_auto_are_refused_where_auto_chose_an_offload(chosen):
+    from wanjax.application.builders import build_lora_switch
+
+    settings = DenoiserSettings(offload="auto", request_loras=True)
+    with pytest.raises(ConfigError, match=rf"offload=auto chose offload={chosen}.*\(--lora\)"):
+        build_lora_switch(None, settings, chosen)
