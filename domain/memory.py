@@ -202,7 +202,7 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
     transformer, host = _transformer_parts(work)
     vae = [("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype])] if work.vae is not None else []
     text, movable_text = [], []
-    if work.text_encoder_backend == "jax":  # on the device; torch holds it in host memory off CPU
+    if work.text_encoder_parameters and work.text_encoder_backend == "jax":  # torch's is in host memory off CPU
         movable_text = [("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype])]
     elif platform == "cpu" and work.text_encoder_parameters:
         text = [
