@@ -27,10 +27,10 @@ from wanjax.domain.devices import device_peak
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.flops import transformer_flops_per_step
 from wanjax.domain.latents import LatentGeometry
-from wanjax.domain.memory import Workload, block_weights, check_fits
+from wanjax.domain.memory import Workload, check_fits, moved_bytes
 from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
 from wanjax.domain.modes.registry import default_mode
-from wanjax.domain.offload import AUTO, least_offload
+from wanjax.domain.offload import AUTO, least_offload, moves_components, streams_blocks
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import VaeSpec
@@ -193,11 +193,12 @@ def run_bench(options: BenchOptions) -> BenchResult:
     decode, run_memory = None, memory
     if options.vae:
         vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.settings.vae))
-        decode = jax_bench.time_decode(vae, timing.latents)
+        decode = jax_bench.time_decode(vae, timing.latents, off_device=moves_components(work.offload))
         after = jax_bench.peak_memory()  # on CPU the decode's measurement restarted the peak: the larger
         run_memory = attrs.evolve(after, bytes=max(memory.bytes, after.bytes))
     device = jax_bench.default_device()
     peak = _peak(device, bench.dtype)
+    moved = moved_bytes(work, bench.request.num_inference_steps)
     return BenchResult(
         device=device.name,
         model=options.model,
@@ -221,16 +222,10 @@ def run_bench(options: BenchOptions) -> BenchResult:
         diffusers_seconds_per_step=diffusers_seconds,
         diffusers_device=diffusers_device,
         offload=work.offload,
-        offload_bytes_per_step=_offload_bytes_per_step(work),
+        offload_bytes_per_step=moved[0],
+        offload_bytes_per_run=moved[1],
+        weights_to_device_seconds=timing.weights_to_device_seconds,
     )
-
-
-def _offload_bytes_per_step(work: Workload) -> int:
-    """What `offload=layers` copies to the device in a step: one expert's blocks, the last one twice."""
-    if work.offload != "layers":
-        return 0
-    layers = work.transformer.num_layers
-    return block_weights(work) // work.num_experts * (layers + 1) // layers
 
 
 def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None = None) -> DenoiseTiming:
@@ -246,13 +241,14 @@ def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None =
     kernels = jax_dtype(denoiser.weights_dtype) if denoiser.is_fp8 else None  # as ExpertLoading stores them
     experts = [
         random_transformer(
-            architecture.transformer, runtime, seed, kernel_dtype=kernels, blocks_in_host_memory=offload == "layers"
-        )
+            architecture.transformer, runtime, seed, kernel_dtype=kernels,
+            blocks_in_host_memory=streams_blocks(offload), all_in_host_memory=moves_components(offload),
+        )  # fmt: skip
         for seed in range(architecture.num_experts)
     ]
     options = DenoiserOptions(
         use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype),
-        stream_blocks=offload == "layers",
+        stream_blocks=streams_blocks(offload), experts_off_device=moves_components(offload),
     )  # fmt: skip
     context, negative, conditioning = _inputs(bench)
     shape = bench.geometry.shape

@@ -11,9 +11,9 @@ from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
-from wanjax.domain.offload import AUTO, OFFLOAD_SETTINGS, least_offload
 from wanjax.domain.modes.base import ModelTraits
 from wanjax.domain.modes.registry import resolved_mode
+from wanjax.domain.offload import AUTO, covering, least_offload
 from wanjax.domain.requests import GenerationRequest
 
 
@@ -63,8 +63,8 @@ class MemoryPlanner:
         return MemoryPlanner(self._settings, self._checkpoint, self._size.measured()).check
 
     def offload(self) -> str:
-        """The offload the denoiser loads with: as set; for `auto`, the most any checked request
-        needed (none checked: the config's default request's)."""
+        """The offload the denoiser loads with: as set; for `auto`, what covers the choice of every
+        checked request (none checked: the config's default request's)."""
         if self._settings.denoiser.offload != AUTO:
             return self._settings.denoiser.offload
         if self._decided is None:
@@ -78,12 +78,12 @@ class MemoryPlanner:
         if self._settings.denoiser.offload != AUTO:
             return work
         choice, _ = least_offload(lambda offload: self._planned(attrs.evolve(work, offload=offload)))
-        if self._decided is None or OFFLOAD_SETTINGS.index(choice) > OFFLOAD_SETTINGS.index(self._decided):
-            self._decided = choice
+        self._decided = choice if self._decided is None else covering(self._decided, choice)
         return attrs.evolve(work, offload=choice)
 
     def _planned(self, work: Workload) -> MemoryPlan:
-        return planned_on_this_device(work, self._size)
+        plan = planned_on_this_device(work, self._size)
+        return attrs.evolve(plan, auto=self._settings.denoiser.offload == AUTO)
 
     def _workload(self, request: GenerationRequest, batch: int) -> Workload:
         settings, checkpoint = self._settings, self._checkpoint

@@ -385,11 +385,15 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak before the VAE ({result.memory.source}); "
         f"{result.run_memory.bytes / 2**30:.2f} GiB the whole run's; planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
-    if result.offload_bytes_per_step:
+    if result.offload_bytes_per_run:
+        per_step = f"{result.offload_bytes_per_step / 2**20:.1f} MiB per step, " if result.offload_bytes_per_step else ""
         lines.append(
-            f"offload    {result.offload}: {result.offload_bytes_per_step / 2**20:.1f} MiB of weights "
-            f"moved to the device per step"
+            f"offload    {result.offload}: weights moved to the device: {per_step}"
+            f"{result.offload_bytes_per_run / 2**30:.2f} GiB per run of {result.steps} steps"
         )
+    if result.weights_to_device_seconds is not None:
+        lines.append(f"phases     an expert's weights to the device {result.weights_to_device_seconds:.3f} s; "
+                     f"denoising {result.seconds_per_step:.4f} s/step")  # fmt: skip
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
     if result.vae_memory is not None:

@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from wanjax.adapters.jax.platform.compiled import CompiledFunction
+from wanjax.adapters.jax.platform.residency import RESIDENT, Residency
 from wanjax.adapters.jax.vae.model import WanVAE, to_uint8
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.adapters.media.images import fit_image
@@ -23,14 +24,17 @@ class JaxVideoAutoencoder:
     With `spatial` the decode runs over its mesh: parameters replicated on every device,
     activations split along height (or width), the uint8 frames replicated at the end so
     that every process can read them. Encoding (the input images, a source video) and tiled
-    decoding run replicated.
+    decoding run replicated. With a `residency` off the device (`offload=components`) its
+    weights wait in host memory and are on the device only while it encodes or decodes.
     """
 
-    def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None) -> None:
+    def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None, residency: Residency = RESIDENT) -> None:
         self._graphdef, self._params = nnx.split(vae)
         self._spatial = spatial
+        self._residency = residency
         if spatial is not None:
             self._params = jax.device_put(self._params, spatial.replicated)
+        self._params = residency.at_rest(self._params)
         self._decode = CompiledFunction(self._decode_to_uint8)
         self._encode = CompiledFunction(self._encode_normalized)
 
@@ -72,14 +76,14 @@ class JaxVideoAutoencoder:
     def encode_video(self, video: np.ndarray) -> jax.Array:
         if self._spatial is not None:
             video = jax.device_put(video, self._spatial.replicated)
-        return self._encode(self._params, video)
+        return self._encode(self._residency.working(self._params), video)
 
     def prepare(self, latents: Any) -> jax.stages.Compiled:
         """Compiles the decode of `latents`' shape; returns the executable (its HLO shows the collectives)."""
-        return self._decode.prepare(self._params, latents)
+        return self._decode.prepare(self._residency.working_shapes(self._params), latents)
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
-        frames, finite = self._decode(self._params, latents)
+        frames, finite = self._decode(self._residency.working(self._params), latents)
         if not bool(finite):
             raise NumericalError(
                 "the VAE decoded NaN or infinite values, so no video was written. Likely causes: its weights "
