@@ -12,6 +12,7 @@ import attrs
 import numpy as np
 
 from wanjax.adapters.text_embeddings import CachedTextEncoder
+from wanjax.application.animate import AnimateParts, animate_geometry, generate_animation
 from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.application.vace import reference_frames, request_control, vace_geometry
 from wanjax.domain.batch import shared_request
@@ -153,7 +154,7 @@ class GenerationService:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
         c = self._components
         check_inputs(request, c.image_conditioning, c.transformer_spec)
-        return vace_geometry(request, c.transformer_spec, LatentGeometry.of(request, c.transformer_spec, c.vae_spec))
+        return vace_geometry(request, c.transformer_spec, animate_geometry(request, c.transformer_spec, c.vae_spec))
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
@@ -251,11 +252,13 @@ class GenerationService:
         loras = self._check(requests)
         request = shared_request(requests)
         geometry = attrs.evolve(self.geometry(request), batch=len(requests))
-        if initial_latents is not None:
+        if initial_latents is not None and request.animate is None:
             geometry.check_diffusers_latents(initial_latents)
         c = self._components
         plan = plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         full_plan = plan_sampling(compiled_for, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
+        if request.animate is not None and len(requests) > 1:
+            raise InvalidRequestError("Wan Animate runs one video at a time: send the requests one by one")
         trace = TimingTrace()
         model = self._load(trace, encoder_batches(requests, batched=self._batched_text_encoder))
 
@@ -263,6 +266,10 @@ class GenerationService:
             context, negative_context = encode_prompts(
                 model.text_encoder, requests, self._max_sequence_length, batched=self._batched_text_encoder
             )
+        if request.animate is not None:
+            return self._animate(request, geometry, (plan, full_plan), (context, negative_context), model,
+                                 initial_latents, output_type, on_step, trace)  # fmt: skip
+        with trace.span("conditioning"):
             conditioning = _repeated(self._image_conditioning(request, geometry, model), len(requests))
             if initial_latents is None:
                 latents: Any = _noise(model.denoiser, requests, geometry)
@@ -295,6 +302,36 @@ class GenerationService:
             with trace.span("vae_decode"):
                 array = model.autoencoder.decode_to_uint8(latents)
         return GenerationResult(array, output_type, trace, cache_report=report, calibration=calibration)
+
+    def _animate(
+        self,
+        request: GenerationRequest,
+        geometry: LatentGeometry,
+        plans: tuple[Any, Any],
+        prompts: tuple[Any, Any],
+        model: LoadedModel,
+        initial_latents: np.ndarray | None,
+        output_type: str,
+        on_step: StepCallback | None,
+        trace: TimingTrace,
+    ) -> GenerationResult:
+        """A Wan Animate request, segment by segment (application/animate.py). `initial_latents`, if
+        given, hold every segment's noise one after the other along the frames [1, C, K * F', H', W'];
+        else segment k's noise is drawn from seed + k."""
+        c, count = self._components, request.animate.segments.count
+        if initial_latents is None:
+            noise = [model.denoiser.noise(request.seed + k, geometry.shape) for k in range(count)]
+        else:
+            attrs.evolve(geometry, frames=count * geometry.frames).check_diffusers_latents(initial_latents)
+            noise = [geometry.from_diffusers_layout(part) for part in np.split(initial_latents, count, axis=2)]
+        parts = AnimateParts(model.denoiser, model.autoencoder, model.image_encoder)
+        frames, latents = generate_animation(
+            parts, request, c.transformer_spec, c.vae_spec, geometry, plans, prompts, noise, on_step=on_step, trace=trace
+        )
+        if output_type == "latent":
+            whole = attrs.evolve(geometry, frames=count * geometry.frames)
+            return GenerationResult(whole.to_diffusers_layout(np.concatenate(latents)[None]), output_type, trace)
+        return GenerationResult(frames, output_type, trace)
 
     def _image_conditioning(
         self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel

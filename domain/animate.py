@@ -13,6 +13,8 @@ background video where a mask (1: the character's region) says.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 import numpy as np
 
@@ -105,14 +107,69 @@ def nearest_resized(mask: np.ndarray, height: int, width: int) -> np.ndarray:
     return mask[:, rows][:, :, cols]
 
 
-def check_mode(mode: str, *, background: bool, mask: bool) -> None:
-    """A request's Animate mode against the videos it gives (before anything loads)."""
-    if mode not in ANIMATE_MODES:
-        raise InvalidRequestError(f"animate mode {mode!r}: must be one of {', '.join(ANIMATE_MODES)}")
-    if mode == "replace" and not (background and mask):
-        raise InvalidRequestError("Animate's replace mode needs --background-video and --mask (the character's region)")
-    if mode == "animate" and (background or mask):
-        raise InvalidRequestError(
-            "--background-video and --mask are for replacing a person in a video; drop them to animate the "
-            "character alone"
-        )
+DEFAULT_SEGMENT_FRAME_LENGTH = 77
+"""diffusers' WanAnimatePipeline default (the official code's clip_len)."""
+DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES = 1
+"""diffusers' default; the official generate.py's `refert_num` defaults to 1 as well."""
+
+
+def _frames(ndim: int, what: str):
+    def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
+        if value is None:
+            return
+        rgb = ndim == 4
+        if (
+            not isinstance(value, np.ndarray)
+            or value.ndim != ndim
+            or (rgb and (value.dtype != np.uint8 or value.shape[-1] != 3))
+            or (not rgb and not np.issubdtype(value.dtype, np.floating))
+            or min(value.shape) < 1
+        ):
+            raise InvalidRequestError(f"{attribute.name}: must be {what}, got {getattr(value, 'shape', type(value))}")
+
+    return check
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class AnimateVideos:
+    """The driving inputs of a Wan 2.2 Animate request, already extracted (pose rendering and face
+    crops are made outside wanjax, as diffusers' pipeline takes them): a pose video and a face
+    video (RGB uint8; the face frames are fitted to the model's face size), and for "replace" a
+    background video with a mask of the character's region ([N, H, W] float in [0, 1], at the
+    request's size). Every video is padded or cut to the segments' frames as diffusers does."""
+
+    pose: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
+    face: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
+    background: np.ndarray | None = attrs.field(
+        default=None, validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]")
+    )
+    mask: np.ndarray | None = attrs.field(default=None, validator=_frames(3, "a float array [F, H, W] in [0, 1]"))
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+
+    def __attrs_post_init__(self) -> None:
+        if (self.background is None) != (self.mask is None):
+            raise InvalidRequestError(
+                "replacing a person needs both --background-video and --mask (the character's region); "
+                "give both, or neither to animate the character alone"
+            )
+        _ = self.segments
+        if self.mask is not None and not (0.0 <= float(self.mask.min()) and float(self.mask.max()) <= 1.0):
+            raise InvalidRequestError("mask: values must lie in [0, 1] (1: the character's region)")
+
+    @property
+    def mode(self) -> str:
+        """"replace" with a background video (and mask), else "animate"."""
+        return "replace" if self.background is not None or self.mask is not None else "animate"
+
+    @property
+    def segments(self) -> Segments:
+        return Segments(len(self.pose), self.segment_frame_length, self.prev_segment_conditioning_frames)
+
+    def check_size(self, height: int, width: int) -> None:
+        """The mask must be at the request's size (the videos are fitted to it)."""
+        if self.mask is not None and self.mask.shape[1:] != (height, width):
+            raise InvalidRequestError(
+                f"mask: its frames are {self.mask.shape[2]}x{self.mask.shape[1]}, the video {width}x{height}; "
+                "give the mask at the video's size"
+            )

@@ -7,6 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.domain.animate import AnimateVideos
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import LoraSpec, parse_lora_specs
@@ -217,6 +218,11 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    animate: AnimateVideos | None = attrs.field(
+        default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(AnimateVideos))
+    )
+    """Pose and face videos (and for replacement a background video and mask) driving `image`, the
+    character, on a Wan 2.2 Animate model (domain/animate.py); the video has the pose video's length."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""
@@ -231,6 +237,14 @@ class GenerationRequest:
 
     def _check_inputs(self) -> None:
         """The input media and strength fit together and this request's frame count."""
+        if self.animate is not None:
+            if self.image is None or self.last_image is not None or self.video is not None or self.vace is not None:
+                _fail(
+                    "animate", "<videos>",
+                    "Wan Animate takes the character image (--image) with its pose and face videos, and no "
+                    "--last-image, --video or VACE inputs",
+                )  # fmt: skip
+            self.animate.check_size(self.height, self.width)
         if self.last_image is not None and self.image is None:
             _fail("last_image", "<array>", "needs the first frame too (--image PATH with --last-image PATH)")
         if self.video is None:
