@@ -45,7 +45,7 @@ def animate_geometry(request: GenerationRequest, transformer: TransformerSpec, v
         )
     if request.animate is None:
         return geometry
-    length = request.animate.segment_frame_length
+    length = request.segment_frame_length
     return attrs.evolve(geometry, frames=1 + (length - 1) // vae.temporal_compression + 1)
 
 
@@ -69,8 +69,11 @@ class PreparedVideos:
     character: np.ndarray | None
 
     @classmethod
-    def of(cls, videos: AnimateVideos, height: int, width: int, face_size: int, latent_hw: tuple[int, int]) -> PreparedVideos:
-        count = videos.segments.padded_frames
+    def of(
+        cls, videos: AnimateVideos, count: int, size: tuple[int, int], face_size: int, latent_hw: tuple[int, int]
+    ) -> PreparedVideos:
+        """`videos` padded to `count` frames, fitted to `size` (H, W), the faces to face_size squared."""
+        height, width = size
 
         def fitted(frames: np.ndarray, h: int, w: int) -> np.ndarray:
             return np.stack([fit_image(frame, h, w) for frame in reflect_padded(frames, count)])
@@ -98,11 +101,13 @@ def generate_animation(
     """Frames [1, N, H, W, 3] uint8 (N: the pose video's frames) and every segment's final latents
     [K, 1 + F', H', W', C], from one noise array [1, 1 + F', H', W', C] per segment. `plans` are
     the run's plan and the one to compile for; `prompts` the context and negative context."""
-    videos, segments = request.animate, request.animate.segments
+    videos, segments = request.animate, request.animate_segments
     temporal, h, w = vae.temporal_compression, geometry.height, geometry.width
     height, width, length, given = request.height, request.width, segments.length, segments.overlap
     with trace.span("conditioning"):
-        inputs = PreparedVideos.of(videos, height, width, transformer.animate.motion_encoder_size, (h, w))
+        inputs = PreparedVideos.of(
+            videos, segments.padded_frames, (height, width), transformer.animate.motion_encoder_size, (h, w)
+        )
         reference = parts.autoencoder.encode_video(letterboxed_image(request.image, height, width)[None, None])
         reference = np.concatenate([np.ones((1, 1, h, w, temporal), np.float32), np.asarray(reference)], axis=-1)
         image_context = parts.image_encoder.encode([request.image])

@@ -153,8 +153,9 @@ class GenerationService:
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
         c = self._components
+        geometry = animate_geometry(request, c.transformer_spec, c.vae_spec)
         check_inputs(request, c.image_conditioning, c.transformer_spec)
-        return vace_geometry(request, c.transformer_spec, animate_geometry(request, c.transformer_spec, c.vae_spec))
+        return vace_geometry(request, c.transformer_spec, geometry)
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
@@ -318,7 +319,7 @@ class GenerationService:
         """A Wan Animate request, segment by segment (application/animate.py). `initial_latents`, if
         given, hold every segment's noise one after the other along the frames [1, C, K * F', H', W'];
         else segment k's noise is drawn from seed + k."""
-        c, count = self._components, request.animate.segments.count
+        c, count = self._components, request.animate_segments.count
         if initial_latents is None:
             noise = [model.denoiser.noise(request.seed + k, geometry.shape) for k in range(count)]
         else:

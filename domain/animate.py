@@ -136,7 +136,8 @@ class AnimateVideos:
     crops are made outside wanjax, as diffusers' pipeline takes them): a pose video and a face
     video (RGB uint8; the face frames are fitted to the model's face size), and for "replace" a
     background video with a mask of the character's region ([N, H, W] float in [0, 1], at the
-    request's size). Every video is padded or cut to the segments' frames as diffusers does."""
+    request's size). Every video is padded or cut to the segments' frames as diffusers does; the
+    request's `segment_frame_length` and `prev_segment_conditioning_frames` lay the segments out."""
 
     pose: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
     face: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
@@ -144,8 +145,6 @@ class AnimateVideos:
         default=None, validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]")
     )
     mask: np.ndarray | None = attrs.field(default=None, validator=_frames(3, "a float array [F, H, W] in [0, 1]"))
-    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
-    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
 
     def __attrs_post_init__(self) -> None:
         if (self.background is None) != (self.mask is None):
@@ -153,7 +152,6 @@ class AnimateVideos:
                 "replacing a person needs both --background-video and --mask (the character's region); "
                 "give both, or neither to animate the character alone"
             )
-        _ = self.segments
         if self.mask is not None and not (0.0 <= float(self.mask.min()) and float(self.mask.max()) <= 1.0):
             raise InvalidRequestError("mask: values must lie in [0, 1] (1: the character's region)")
 
@@ -162,9 +160,9 @@ class AnimateVideos:
         """"replace" with a background video (and mask), else "animate"."""
         return "replace" if self.background is not None or self.mask is not None else "animate"
 
-    @property
-    def segments(self) -> Segments:
-        return Segments(len(self.pose), self.segment_frame_length, self.prev_segment_conditioning_frames)
+    def segments(self, length: int, overlap: int) -> Segments:
+        """The segments of `length` frames, `overlap` of them conditioning, over the pose video."""
+        return Segments(len(self.pose), length, overlap)
 
     def check_size(self, height: int, width: int) -> None:
         """The mask must be at the request's size (the videos are fitted to it)."""

@@ -7,7 +7,12 @@ from typing import Any
 import attrs
 import numpy as np
 
-from wanjax.domain.animate import AnimateVideos
+from wanjax.domain.animate import (
+    DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES,
+    DEFAULT_SEGMENT_FRAME_LENGTH,
+    AnimateVideos,
+    Segments,
+)
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import LoraSpec, parse_lora_specs
@@ -223,6 +228,10 @@ class GenerationRequest:
     )
     """Pose and face videos (and for replacement a background video and mask) driving `image`, the
     character, on a Wan 2.2 Animate model (domain/animate.py); the video has the pose video's length."""
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    """Wan Animate: pixel frames per segment (4k + 1)."""
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    """Wan Animate: the previous segment's last frames each segment starts from (1 or 5)."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""
@@ -245,6 +254,7 @@ class GenerationRequest:
                     "--last-image, --video or VACE inputs",
                 )  # fmt: skip
             self.animate.check_size(self.height, self.width)
+            _ = self.animate_segments
         if self.last_image is not None and self.image is None:
             _fail("last_image", "<array>", "needs the first frame too (--image PATH with --last-image PATH)")
         if self.video is None:
@@ -261,6 +271,11 @@ class GenerationRequest:
                 f"has fewer frames than num_frames={self.num_frames}; give a longer video or lower num_frames "
                 f"to at most {len(self.video) - (len(self.video) - 1) % 4} (4k+1)",
             )  # fmt: skip
+
+    @property
+    def animate_segments(self) -> Segments:
+        """Wan Animate: how the pose video splits into segments (only with `animate`)."""
+        return self.animate.segments(self.segment_frame_length, self.prev_segment_conditioning_frames)
 
     @property
     def denoising_strength(self) -> float:

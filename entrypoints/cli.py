@@ -71,7 +71,15 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                              "models; on VACE models the control video")
     parser.add_argument("--strength", type=float,
                         help="video-to-video: share of the steps run on the noised video, in (0, 1] (default 0.8)")
-    parser.add_argument("--mask", type=Path, help="VACE models: a mask video, white where to regenerate")
+    parser.add_argument("--mask", type=Path,
+                        help="VACE models: a mask video, white where to regenerate; Wan Animate replacement: white "
+                             "where the character is")
+    parser.add_argument("--pose-video", type=Path,
+                        help="Wan Animate: the rendered pose video (mp4 or frame folder), driving --image (the "
+                             "character); the output has its length")
+    parser.add_argument("--face-video", type=Path, help="Wan Animate: the cropped face video (mp4 or frame folder)")
+    parser.add_argument("--background-video", type=Path,
+                        help="Wan Animate replacement: the video to put the character into (with --mask)")
     parser.add_argument("--reference-image", type=Path, action="append", default=[],
                         help="VACE models: a reference image (png/jpg); repeatable")
     parser.add_argument("--height", type=int)
@@ -207,6 +215,7 @@ def _media(args: argparse.Namespace, config: GenerationConfig, is_vace: Callable
     """The input images, video and VACE inputs the flags name, read (an unreadable one is an
     InvalidRequestError). `--video` is a VACE model's control video (with `--mask` and
     `--reference-image`), else the source of video-to-video; `is_vace` asks the checkpoint."""
+    from wanjax.adapters.media.animate_inputs import read_animate_videos
     from wanjax.adapters.media.images import read_image
     from wanjax.adapters.media.vace_inputs import read_vace_inputs
     from wanjax.adapters.media.video_input import read_video
@@ -214,7 +223,13 @@ def _media(args: argparse.Namespace, config: GenerationConfig, is_vace: Callable
     images = ("image", "last_image")
     media: dict[str, Any] = {name: read_image(getattr(args, name)) for name in images if getattr(args, name)}
     size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
-    if args.mask is not None or args.reference_image or (args.video is not None and is_vace()):
+    if args.pose_video is not None or args.face_video is not None or args.background_video is not None:
+        if args.pose_video is None or args.face_video is None:
+            raise InvalidRequestError("Wan Animate needs both --pose-video and --face-video (with --image, the character)")
+        media["animate"] = read_animate_videos(
+            args.pose_video, args.face_video, args.background_video, args.mask, height=size["height"], width=size["width"]
+        )
+    elif args.mask is not None or args.reference_image or (args.video is not None and is_vace()):
         media["vace"] = read_vace_inputs(args.video, args.mask, args.reference_image, **size)
     elif args.video is not None:
         media["video"] = read_video(args.video, size["num_frames"])

@@ -80,10 +80,10 @@ def _noise():
 
 def _request(config, videos, mode, **changes):
     replace = dict(background=videos["background"], mask=videos["mask"] / 255.0) if mode == "replace" else {}
-    animate = AnimateVideos(pose=videos["pose"], face=videos["face"], segment_frame_length=SEGMENT, **replace)
+    animate = AnimateVideos(pose=videos["pose"], face=videos["face"], **replace)
     return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS,
-        guidance_scale=GUIDANCE, image=videos["image"], animate=animate, **changes,
+        guidance_scale=GUIDANCE, image=videos["image"], animate=animate, segment_frame_length=SEGMENT, **changes,
     )  # fmt: skip
 
 
@@ -107,7 +107,7 @@ def test_animate_inputs_are_checked_before_loading(service, videos, tiny_i2v_che
     with pytest.raises(InvalidRequestError, match="Wan 2.2 Animate model: give the character"):
         service.check([config.request(PROMPT, height=HEIGHT, width=WIDTH, image=videos["image"])])
     with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=3"):
-        AnimateVideos(pose=videos["pose"], face=videos["face"], prev_segment_conditioning_frames=3)
+        _request(config, videos, "animate", prev_segment_conditioning_frames=3)
     with pytest.raises(InvalidRequestError, match="needs both --background-video and --mask"):
         AnimateVideos(pose=videos["pose"], face=videos["face"], background=videos["background"])
     i2v = resolve_config(str(tiny_i2v_checkpoint), {"dtype": "float32"})
