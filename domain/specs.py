@@ -291,7 +291,7 @@ class TransformerSpec:
                 )
             if config.get("_class_name") == VACE_TRANSFORMER_CLASS:
                 config = {**VACE_DEFAULTS, **config}
-            if config.get("_class_name") == ANIMATE_TRANSFORMER_CLASS:
+            if config.get("_class_name") == ANIMATE_TRANSFORMER_CLASS or "inject_face_latents_blocks" in config:
                 config = {**ANIMATE_TRANSFORMER_DEFAULTS, **config}
                 return cls(**_known_fields(cls, config), animate=AnimateSpec.from_config(config))
             return cls(**_known_fields(cls, config))
