@@ -28,6 +28,8 @@ from wanjax.domain.errors import ConfigError
 from wanjax.domain.flops import transformer_flops_per_step
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import Workload, block_weights, check_fits
+from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
+from wanjax.domain.modes.registry import default_mode
 from wanjax.domain.offload import AUTO, least_offload
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
@@ -258,22 +260,21 @@ def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None =
 
 
 def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioning]:
-    """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and, for
-    image-to-video models, random image conditioning of the shapes the real encoders give (VACE:
-    control latents)."""
+    """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and random
+    conditioning of the shapes the model's default mode gives it (`GenerationMode.received`: an
+    image-to-video model's image channels and CLIP tokens, a VACE model's control latents)."""
     rng = np.random.default_rng(0)
-    spec, g = bench.architecture.transformer, bench.geometry
-    text = (1, bench.settings.text_encoder.max_sequence_length, spec.text_dim)
+    a, g = bench.architecture, bench.geometry
+    text = (1, bench.settings.text_encoder.max_sequence_length, a.transformer.text_dim)
     context = rng.standard_normal(text, dtype=np.float32)
     negative = rng.standard_normal(text, dtype=np.float32) if bench.request.uses_guidance else None
-    extra, image_tokens = bench.architecture.extra_channels, bench.architecture.image_tokens
-    channels = (1, g.frames, g.height, g.width, extra)  # I2V: mask and first-frame latents
-    image = (1, image_tokens, spec.image_dim)  # CLIP tokens
-    control = (1, g.frames, g.height, g.width, spec.vace_in_channels)  # VACE: video, mask, references encoded
+    mode = default_mode(ModelTraits(transformer=a.transformer, vae=a.vae, image_conditioning=a.image_conditioning))
+    shapes = ReceivedShapes(
+        transformer=a.transformer, vae=a.vae, latent_grid=(g.frames, g.height, g.width), image_tokens=a.image_tokens
+    )
+    received = mode.received(shapes)  # in Conditioning's field order: the random draws keep that order
     conditioning = Conditioning(
-        extra_channels=rng.standard_normal(channels, dtype=np.float32) if extra else None,
-        image_context=rng.standard_normal(image, dtype=np.float32) if image_tokens else None,
-        control=rng.standard_normal(control, dtype=np.float32) if spec.is_vace else None,
+        *(None if shape is None else rng.standard_normal(shape, dtype=np.float32) for shape in received)
     )
     return context, negative, conditioning
 

@@ -26,18 +26,25 @@ from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.base import InputKind
+from wanjax.domain.modes.registry import MODES, http_fields
 from wanjax.domain.requests import GenerationRequest
 
-MEDIA_FIELDS = {"input_reference": "image", "last_image": "last_image", "video": "video"}
-"""The client's file fields -> the request fields they fill (png/jpg images, an mp4 video)."""
+MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
+"""The client's file fields -> the request fields they fill (the modes' inputs the HTTP API takes:
+png/jpg images, mp4 videos)."""
+VIDEO_FIELDS = {field.name for field in http_fields().values() if field.kind is InputKind.VIDEO}
+CLI_ONLY_MODES = [mode for mode in MODES if mode.inputs and not any(field.http for field in mode.inputs)]
 REFUSED_FIELDS = {
     "cache": "set by the server (--set cache_policy=...), not per request",
-    "vace": "VACE inputs are taken by `wanjax generate` only",
-    "image": "send the first frame as the file `input_reference`",
-}
-CLI_FLAGS = {"--image": "input_reference", "--last-image": "last_image", "--video": "video"}
+    **{name: f"{mode.name} inputs are taken by `wanjax generate` only" for mode in CLI_ONLY_MODES
+       for name in mode.selected_by},
+    **{name: f"send it as the file `{client}`" for client, name in MEDIA_FIELDS.items() if client != name},
+}  # fmt: skip
+CLI_FLAGS = {field.flag: client for client, field in http_fields().items()}
 """The CLI's flags that the domain's messages name, and the fields a client gives instead."""
-NOT_RECORDED = ("prompt", "image", "last_image", "video", "vace", "cache")
+CLI_ONLY_FIELDS = tuple(name for mode in CLI_ONLY_MODES for name in mode.selected_by)
+NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), *CLI_ONLY_FIELDS, "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
 MEDIA_PIXEL_MULTIPLE = 36
 """An image or video frame may hold at most this many times the video's pixels (6 times its width
@@ -111,13 +118,13 @@ def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> Gener
 
 
 def stand_in_media(names: Iterable[str], num_frames: Any) -> dict[str, np.ndarray]:
-    """Request fields (`image`, `last_image`, `video`) as black 1x1 pixels (`num_frames` of them for
-    the video, as a view of one): what the model's checks see of media not yet decoded (the model
+    """Request fields (`MEDIA_FIELDS`'s) as black 1x1 pixels (`num_frames` of them for
+    a video, as a view of one): what the model's checks see of media not yet decoded (the model
     fits media of any size to the video)."""
     pixel = np.zeros((1, 1, 1, 3), np.uint8)
     stand_ins: dict[str, np.ndarray] = {}
     for name in names:
-        if name != "video":
+        if name not in VIDEO_FIELDS:
             stand_ins[name] = pixel[0]
             continue
         _check_frame_count(num_frames)
@@ -132,7 +139,7 @@ def check_media(media: Mapping[str, bytes], request: GenerationRequest) -> None:
     limit = MEDIA_PIXEL_MULTIPLE * request.height * request.width
     for name, data in media.items():
         what = f"{name} (the request's file)"
-        if MEDIA_FIELDS[name] == "video":
+        if MEDIA_FIELDS[name] in VIDEO_FIELDS:
             width, height = probe_video(data, request.num_frames, what)
         else:
             width, height = image_size(data, what)
@@ -144,12 +151,11 @@ def check_media(media: Mapping[str, bytes], request: GenerationRequest) -> None:
 
 
 def decoded_media(media: Mapping[str, bytes], num_frames: Any) -> dict[str, Any]:
-    """Request fields (`image`, `last_image`, `video`) from their files' bytes; a video's first
-    `num_frames` frames."""
+    """Request fields (`MEDIA_FIELDS`'s) from their files' bytes; a video's first `num_frames` frames."""
     decoded: dict[str, Any] = {}
     for name, data in media.items():
         what = f"{_client_name(name)} (the request's file)"
-        if name != "video":
+        if name not in VIDEO_FIELDS:
             decoded[name] = decode_image(data, what)
             continue
         _check_frame_count(num_frames)
@@ -188,11 +194,14 @@ def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
 def _named_by_client(message: str, given: Mapping[str, Any], used: Mapping[str, Any]) -> str:
     """An error in the client's terms: a field it gave as `size` or `seconds` named so, and the
     CLI's flags in the domain's fixes (`--image PATH`) named as the fields it sends instead."""
-    message = re.sub(r"(--image|--last-image|--video)( PATH)?\b", lambda flag: CLI_FLAGS[flag[1]], message)
+    message = re.sub(_CLI_FLAG_PATTERN, lambda flag: CLI_FLAGS[flag[1]], message)
     for client, fields in (("size", ("width", "height")), ("seconds", ("num_frames",))):
         if message.startswith(tuple(f"{name}=" for name in fields if name in used)):
             return f"{client}={given[client]!r} gives {message}"
     return message
+
+
+_CLI_FLAG_PATTERN = rf"({'|'.join(re.escape(flag) for flag in CLI_FLAGS)})( PATH)?\b"
 
 
 def _client_name(field: str) -> str:

@@ -12,6 +12,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
 from wanjax.domain.offload import AUTO, OFFLOAD_SETTINGS, least_offload
+from wanjax.domain.modes.registry import requested_mode
 from wanjax.domain.requests import GenerationRequest
 
 
@@ -107,7 +108,7 @@ class MemoryPlanner:
             latent_frames=geometry.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
-            vae_encode_frames=request.num_frames if _encodes(request) else 0,
+            vae_encode_frames=requested_mode(request).encoded_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,
@@ -119,12 +120,6 @@ class MemoryPlanner:
             devices=mesh.num_devices,
             offload=denoiser.offload,
         )
-
-
-def _encodes(request: GenerationRequest) -> bool:
-    """Whether the VAE encodes a video of the request's frames first (an image or two placed in one,
-    a source video, VACE's control video)."""
-    return any(x is not None for x in (request.image, request.last_image, request.video, request.vace))
 
 
 def planned_on_this_device(work: Workload, size: DeviceSize = DeviceSize()) -> MemoryPlan:

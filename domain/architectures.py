@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import UnsupportedModelError
 from wanjax.domain.specs import AnimateSpec, TransformerSpec, VaeSpec
 
@@ -60,11 +61,20 @@ class Architecture:
     num_experts: int = 1
     boundary_ratio: float | None = None
     image_tokens: int = 0
+    first_frame: bool = False
+    """Wan 2.2 TI2V: an input image replaces the first latent frame."""
 
     @property
     def extra_channels(self) -> int:
         """Input channels beyond the latents: I2V's mask and first-frame latents."""
         return self.transformer.in_channels - self.vae.z_dim
+
+    @property
+    def image_conditioning(self) -> ImageConditioning:
+        """What the model does with an input image (as a checkpoint's files tell it)."""
+        if self.extra_channels:
+            return ImageConditioning.CHANNELS
+        return ImageConditioning.FIRST_FRAME if self.first_frame else ImageConditioning.NONE
 
 
 def _i2v(transformer: TransformerSpec, images: int) -> Architecture:
@@ -85,7 +95,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Wan-AI/Wan2.2-I2V-A14B-Diffusers": Architecture(
         transformer=WAN22_I2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.9
     ),
-    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE),
+    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE, first_frame=True),
     "Wan-AI/Wan2.2-Animate-14B-Diffusers": _i2v(WAN22_ANIMATE_14B, 1),
 }
 

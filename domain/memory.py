@@ -32,7 +32,7 @@ import math
 
 import attrs
 
-from wanjax.domain.animate import animate_parameters
+from wanjax.domain.modes.animate.parameters import animate_parameters
 from wanjax.domain.attention import MATERIALISES_LOGITS
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.specs import TransformerSpec, VaeSpec

@@ -7,7 +7,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from wanjax.domain.animate import (
+from wanjax.domain.modes.animate.videos import (
     DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES,
     DEFAULT_SEGMENT_FRAME_LENGTH,
     AnimateVideos,
@@ -23,8 +23,9 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
-from wanjax.domain.vace import VaceInputs
+from wanjax.domain.modes.registry import requested_mode
+from wanjax.domain.modes.vace import VaceInputs
+from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -182,8 +183,9 @@ def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) 
 
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
-    """One generation (from text, a first frame, first and last frames, or a video): the prompt,
-    the input media and every sampling choice, resolved."""
+    """One generation (from text, a first frame, first and last frames, a video, or VACE's inputs):
+    the prompt, the input media and every sampling choice, resolved. Which mode the media select,
+    and that mode's rules, are `domain/modes/`'s."""
 
     prompt: str = attrs.field(validator=_prompt)
     negative_prompt: str = attrs.field(default="", validator=_text)
@@ -242,35 +244,12 @@ class GenerationRequest:
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
-        self._check_inputs()
+        requested_mode(self).check_request(self)  # its mode's rules: inputs that fit together
 
-    def _check_inputs(self) -> None:
-        """The input media and strength fit together and this request's frame count."""
-        if self.animate is not None:
-            if self.image is None or self.last_image is not None or self.video is not None or self.vace is not None:
-                _fail(
-                    "animate", "<videos>",
-                    "Wan Animate takes the character image (--image) with its pose and face videos, and no "
-                    "--last-image, --video or VACE inputs",
-                )  # fmt: skip
-            self.animate.check_size(self.height, self.width)
-            _ = self.animate_segments
-        if self.last_image is not None and self.image is None:
-            _fail("last_image", "<array>", "needs the first frame too (--image PATH with --last-image PATH)")
-        if self.video is None:
-            if self.strength is not None:
-                _fail("strength", self.strength, "applies to video-to-video only: give the source video (--video PATH)")
-            return
-        if self.image is not None:
-            _fail("video", "<array>", "video-to-video starts from the video alone: drop --image (and --last-image)")
-        steps = self.num_inference_steps if self.sample_timesteps is None else len(self.sample_timesteps)
-        first_denoising_step(steps, self.denoising_strength)
-        if len(self.video) < self.num_frames:
-            _fail(
-                "video", f"<{len(self.video)} frames>",
-                f"has fewer frames than num_frames={self.num_frames}; give a longer video or lower num_frames "
-                f"to at most {len(self.video) - (len(self.video) - 1) % 4} (4k+1)",
-            )  # fmt: skip
+    @property
+    def animate_segments(self) -> Segments:
+        """Wan Animate: how the pose video splits into segments (only with `animate`)."""
+        return self.animate.segments(self.segment_frame_length, self.prev_segment_conditioning_frames)
 
     @property
     def animate_segments(self) -> Segments:

@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 
-from wanjax.domain.animate import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs

@@ -76,17 +76,3 @@ def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     resized = Image.fromarray(pixels).resize((width, height), resample=Image.Resampling.LANCZOS)
     return np.asarray(resized).astype(np.float32) / 255.0 * 2.0 - 1.0
 
-
-def letterboxed_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """[height, width, 3] float32 in [-1, 1]: scaled (bilinear) to fit inside, keeping its aspect, and
-    centred on black, as diffusers' WanAnimateImageProcessor ("fill", fill_color 0) fits the character."""
-    from PIL import Image
-
-    image = Image.fromarray(pixels)
-    if width / height < image.width / image.height:
-        size = (width, image.height * width // image.width)
-    else:
-        size = (image.width * height // image.height, height)
-    canvas = Image.new("RGB", (width, height), 0)
-    canvas.paste(image.resize(size, resample=Image.Resampling.BILINEAR), ((width - size[0]) // 2, (height - size[1]) // 2))
-    return np.asarray(canvas).astype(np.float32) / 255.0 * 2.0 - 1.0

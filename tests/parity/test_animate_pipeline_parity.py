@@ -3,7 +3,7 @@
 of 9 with 1 frame of conditioning: the second segment starts from the first one's last frame, and
 the videos are padded back and forth to 17 frames), with classifier-free guidance on (the
 unconditional pass sees a blank face). The same noise on both sides: diffusers draws each
-segment's from one generator, we take both as initial latents.
+segment's from one generator; wanjax takes segment k's from seed + k, here a table of those draws.
 
 Tolerances as the other pipeline parities: the last segment's final latents within 1e-4 of
 max|ref| in fp32, uint8 frames within 1 level. 512 text tokens (diffusers' hard-coded split).
@@ -19,7 +19,7 @@ from PIL import Image
 from tiny_wan import tiny_wan_animate_pipeline
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
-from wanjax.domain.animate import AnimateVideos
+from wanjax.domain.modes.animate.videos import AnimateVideos
 from wanjax.domain.errors import InvalidRequestError
 
 PROMPT, NEGATIVE = "a dancer spins", "blurry"
@@ -45,10 +45,31 @@ def videos():
     )  # fmt: skip
 
 
+class DiffusersNoise:
+    """The real denoiser, but its noise for seeds SEED, SEED + 1 is diffusers' two segments' draws."""
+
+    def __init__(self, denoiser):
+        self._denoiser = denoiser
+        generator = torch.Generator().manual_seed(SEED)
+        draws = [torch.randn(SEGMENT_LATENTS, generator=generator).numpy() for _ in range(2)]
+        self._noise = {SEED + k: draw.transpose(0, 2, 3, 4, 1) for k, draw in enumerate(draws)}  # ours: [B, F, H, W, C]
+
+    def noise(self, seed, shape):
+        assert tuple(shape) == self._noise[seed].shape
+        return self._noise[seed]
+
+    def __getattr__(self, name):
+        return getattr(self._denoiser, name)
+
+
 @pytest.fixture(scope="module")
 def service(folder):
+    from dependency_injector import providers
+
     config = resolve_config(str(folder), {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "512"})
-    return config, build_container(config).service()
+    container = build_container(config)
+    container.denoiser.override(providers.Object(DiffusersNoise(container.denoiser())))
+    return config, container.service()
 
 
 def _diffusers(folder, videos, mode):
@@ -72,18 +93,13 @@ def _diffusers(folder, videos, mode):
     return ((latents - mean) / std).numpy(), (np.asarray(frames_out) * 255).round()
 
 
-def _noise():
-    generator = torch.Generator().manual_seed(SEED)
-    segments = [torch.randn(SEGMENT_LATENTS, generator=generator) for _ in range(2)]
-    return torch.cat(segments, dim=2).numpy()
-
-
 def _request(config, videos, mode, **changes):
     replace = dict(background=videos["background"], mask=videos["mask"] / 255.0) if mode == "replace" else {}
     animate = AnimateVideos(pose=videos["pose"], face=videos["face"], **replace)
     return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS,
-        guidance_scale=GUIDANCE, image=videos["image"], animate=animate, segment_frame_length=SEGMENT, **changes,
+        guidance_scale=GUIDANCE, image=videos["image"], animate=animate, segment_frame_length=SEGMENT, seed=SEED,
+        **changes,
     )  # fmt: skip
 
 
@@ -92,8 +108,8 @@ def test_matches_diffusers_over_two_segments(folder, videos, service, mode):
     config, service = service
     expected_latents, expected_frames = _diffusers(folder, videos, mode)
     request = _request(config, videos, mode)
-    latents = service.generate(request, initial_latents=_noise(), output_type="latent").array
-    frames = service.generate(request, initial_latents=_noise()).array
+    latents = service.generate(request, output_type="latent").array
+    frames = service.generate(request).array
 
     last = latents[:, :, SEGMENT_LATENTS[2]:]
     error = np.max(np.abs(last - expected_latents)) / np.max(np.abs(expected_latents))
@@ -104,8 +120,11 @@ def test_matches_diffusers_over_two_segments(folder, videos, service, mode):
 
 def test_animate_inputs_are_checked_before_loading(service, videos, tiny_i2v_checkpoint):
     config, service = service
-    with pytest.raises(InvalidRequestError, match="Wan 2.2 Animate model: give the character"):
-        service.check([config.request(PROMPT, height=HEIGHT, width=WIDTH, image=videos["image"])])
+    for inputs in ({}, {"image": videos["image"]}):  # text-to-video, image-to-video
+        with pytest.raises(InvalidRequestError, match="Wan 2.2 Animate model: give the character"):
+            service.check([config.request(PROMPT, height=HEIGHT, width=WIDTH, **inputs)])
+    with pytest.raises(InvalidRequestError, match="face_video: its frames are 8x8; this model reads faces of 16x16"):
+        service.check([_request(config, {**videos, "face": videos["face"][:, :8, :8]}, "animate")])
     with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=3"):
         _request(config, videos, "animate", prev_segment_conditioning_frames=3)
     with pytest.raises(InvalidRequestError, match="needs both --background-video and --mask"):

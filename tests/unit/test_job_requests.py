@@ -120,7 +120,7 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"seconds": -1}, {}, "seconds=-1"),
         ({"seconds": "1e308"}, {}, "seconds='1e308'"),
         ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
-        ({"image": "AAAA"}, {}, "image: send the first frame as the file `input_reference`"),
+        ({"image": "AAAA"}, {}, "image: send it as the file `input_reference`"),
         ({"cache": "magcache"}, {}, "cache: set by the server"),
         ({"vace": {}}, {}, "vace: VACE inputs are taken by `wanjax generate` only"),
         ({}, {"input_reference": _png(1), "last_image": b"not a png"}, "last_image .* is not"),

@@ -1,4 +1,4 @@
-"""Wan 2.2 Animate's arithmetic, pure host numbers: how a driving video splits into segments,
+"""Wan 2.2 Animate's inputs and arithmetic, pure host numbers: how a driving video splits into segments,
 how short inputs are padded, and the conditioning masks (diffusers' WanAnimatePipeline).
 
 A video of N driving frames runs as segments of `segment_frame_length` (L) frames; segment
@@ -13,16 +13,13 @@ background video where a mask (1: the character's region) says.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import attrs
 import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.specs import TransformerSpec
 
-ANIMATE_MODES = ("animate", "replace")
 PREV_SEGMENT_CONDITIONING_FRAMES = (1, 5)
 """The conditioning lengths diffusers accepts (the official code's `refert_num` too)."""
 
@@ -135,10 +132,10 @@ def _frames(ndim: int, what: str):
 @attrs.frozen(kw_only=True, eq=False)
 class AnimateVideos:
     """The driving inputs of a Wan 2.2 Animate request, already extracted (pose rendering and face
-    crops are made outside wanjax, as diffusers' pipeline takes them): a pose video and a face
-    video (RGB uint8; the face frames are fitted to the model's face size), and for "replace" a
-    background video with a mask of the character's region ([N, H, W] float in [0, 1], at the
-    request's size). Every video is padded or cut to the segments' frames as diffusers does; the
+    crops are made outside wanjax, as diffusers' pipeline takes them): a pose video at the request's
+    size and a face video at the model's face size (RGB uint8), and for "replace" a background
+    video with a mask of the character's region ([N, H, W] float in [0, 1]), both at the request's
+    size. Every video is padded or cut to the segments' frames as diffusers does; the
     request's `segment_frame_length` and `prev_segment_conditioning_frames` lay the segments out."""
 
     pose: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
@@ -167,32 +164,12 @@ class AnimateVideos:
         return Segments(len(self.pose), length, overlap)
 
     def check_size(self, height: int, width: int) -> None:
-        """The mask must be at the request's size (the videos are fitted to it)."""
-        if self.mask is not None and self.mask.shape[1:] != (height, width):
-            raise InvalidRequestError(
-                f"mask: its frames are {self.mask.shape[2]}x{self.mask.shape[1]}, the video {width}x{height}; "
-                "give the mask at the video's size"
-            )
+        """The pose video, background and mask must be at the request's size (`--pose-video` and the
+        others are read at it)."""
+        for name, frames in (("pose_video", self.pose), ("background_video", self.background), ("mask", self.mask)):
+            if frames is not None and frames.shape[1:3] != (height, width):
+                raise InvalidRequestError(
+                    f"{name}: its frames are {frames.shape[2]}x{frames.shape[1]}, the video {width}x{height}; "
+                    "give it at the video's size"
+                )
 
-
-def animate_parameters(spec: TransformerSpec) -> int:
-    """The parameters an Animate transformer adds to its Wan 2.1 I2V base, as diffusers counts them:
-    the pose patch embedding, the motion encoder, the face encoder and the face adapters (0 for the
-    other transformers)."""
-    animate = spec.animate
-    if animate is None:
-        return 0
-    d, style, motion = spec.inner_dim, animate.motion_style_dim, animate.motion_dim
-    hidden, heads, encoded = animate.face_encoder_hidden_dim, animate.face_encoder_num_heads, animate.motion_encoder_dim
-    pose = math.prod(spec.patch_size) * spec.out_channels * d + d
-    sizes = [2**k for k in range(int(math.log2(animate.motion_encoder_size)), 1, -1)]
-    widths = [animate.channels(size) for size in sizes]
-    motion_encoder = 3 * widths[0] + widths[0]  # conv_in and its bias
-    for c_in, c_out in zip(widths, widths[1:]):  # conv1, conv2 (each with its bias), the 1x1 skip
-        motion_encoder += 9 * c_in * c_in + c_in + 9 * c_in * c_out + c_out + c_in * c_out
-    motion_encoder += 16 * widths[-1] * style + 4 * (style * style + style) + style * motion + motion
-    motion_encoder += encoded * motion  # the basis
-    face_encoder = 3 * encoded * hidden * heads + hidden * heads + 2 * (3 * hidden * hidden + hidden)
-    face_encoder += hidden * d + d + d  # out_proj, the padding token
-    adapters = spec.face_adapter_count * (4 * (d * d + d) + 2 * spec.attention_head_dim)
-    return pose + motion_encoder + face_encoder + adapters

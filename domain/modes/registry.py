@@ -1,0 +1,85 @@
+"""The one table of generation modes, and which mode a request runs in.
+
+The service, the CLI, the HTTP API, the memory plan and the bench read `MODES`; a new mode is
+its own module and one line here. Order matters: a request runs in the first mode whose
+fields it sets (`GenerationMode.given`), else in the first mode that is the model's default
+(`default_on`), else in text-to-video.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.animate.mode import ANIMATE
+from wanjax.domain.modes.base import GenerationMode, InputField, ModelTraits
+from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
+from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
+from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
+from wanjax.domain.modes.vace import VACE
+from wanjax.domain.modes.video_to_video import VIDEO_TO_VIDEO
+
+if TYPE_CHECKING:
+    from wanjax.domain.requests import GenerationRequest
+
+MODES: tuple[GenerationMode, ...] = (
+    ANIMATE,
+    VACE,
+    VIDEO_TO_VIDEO,
+    FIRST_LAST_FRAME,
+    IMAGE_TO_VIDEO,
+    TEXT_TO_VIDEO,
+)
+
+
+def requested_mode(request: GenerationRequest) -> GenerationMode:
+    """The mode whose fields `request` sets; text-to-video where it sets none (no model asked)."""
+    return next((mode for mode in MODES if mode.given(request)), TEXT_TO_VIDEO)
+
+
+def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
+    """The mode `request` runs in on `model`, checked: InvalidRequestError, naming the fix, where the
+    model cannot run it."""
+    mode = requested_mode(request)
+    if mode is TEXT_TO_VIDEO:
+        mode = default_mode(model)
+    mode.check(request, model)
+    return mode
+
+
+def default_mode(model: ModelTraits) -> GenerationMode:
+    """The mode a request without inputs runs in on `model` (what the bench runs)."""
+    return next((mode for mode in MODES if mode.default_on(model)), TEXT_TO_VIDEO)
+
+
+def mode_of_inputs(names: Collection[str], model: Callable[[], ModelTraits]) -> GenerationMode:
+    """The mode that takes the input fields `names` (as the CLI's flags give them); where several
+    do (`--video`: video-to-video or VACE), the model's default among them (`model` is asked only then)."""
+    takers = [mode for mode in MODES if set(names) <= {field.name for field in mode.inputs}]
+    if not takers:
+        flags = ", ".join(sorted(field.flag for field in input_fields() if field.name in names))
+        raise InvalidRequestError(f"no generation mode takes {flags} together; see `wanjax generate --help`")
+    if len(takers) > 1:
+        defaults = [mode for mode in takers if mode.default_on(model())]
+        takers = defaults or sorted(takers, key=lambda mode: len(mode.inputs))
+    return takers[0]
+
+
+def input_fields() -> tuple[InputField, ...]:
+    """Every mode's input fields, one per CLI flag (the first mode's that names it)."""
+    fields: dict[str, InputField] = {}
+    for mode in MODES:
+        for field in mode.inputs:
+            fields.setdefault(field.flag, field)
+    return tuple(fields.values())
+
+
+def flag_help(flag: str) -> str:
+    """The CLI help of `flag`: each mode's, joined."""
+    return "; ".join(field.help for mode in MODES for field in mode.inputs if field.flag == flag)
+
+
+def http_fields() -> dict[str, InputField]:
+    """The HTTP API's file fields -> the input each fills (a GenerationRequest field of its name)."""
+    return {field.http: field for mode in MODES for field in mode.inputs if field.http is not None}

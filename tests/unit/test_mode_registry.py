@@ -1,0 +1,119 @@
+"""The table of generation modes: which mode a request runs in on each model, that the table's
+fields are the request's, and that a new mode plugs in by its line in the table alone (its CLI
+flag, its own generation loop)."""
+
+from pathlib import Path
+
+import attrs
+import numpy as np
+import pytest
+
+from fakes import FakeDenoiser, fake_service
+from wanjax.domain.architectures import WAN21_I2V_14B, WAN21_T2V_14B, WAN21_VACE_1_3B
+from wanjax.domain.conditioning import Conditioning, ImageConditioning
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes import registry
+from wanjax.domain.modes.base import GenerationMode, Generated, InputField, InputKind, ModelTraits
+from wanjax.domain.modes.vace import VaceInputs
+from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.specs import VaeSpec
+from wanjax.entrypoints.cli import build_parser
+
+CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=9, num_inference_steps=3, flow_shift=5.0))
+IMAGE = np.zeros((8, 8, 3), np.uint8)
+VIDEO = np.zeros((9, 8, 8, 3), np.uint8)
+
+
+def traits(spec, image_conditioning=ImageConditioning.NONE):
+    return ModelTraits(transformer=spec, vae=VaeSpec(), image_conditioning=image_conditioning)
+
+
+@pytest.mark.parametrize(
+    ("fields", "model", "mode"),
+    [
+        ({}, traits(WAN21_T2V_14B), "text-to-video"),
+        ({}, traits(WAN21_T2V_14B, ImageConditioning.FIRST_FRAME), "text-to-video"),  # TI2V without an image
+        ({"image": IMAGE}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "image-to-video"),
+        ({"video": VIDEO, "strength": 0.5}, traits(WAN21_T2V_14B), "video-to-video"),
+        ({}, traits(WAN21_VACE_1_3B), "VACE"),  # a VACE model's defaults: regenerate everything
+        ({"vace": VaceInputs(video=np.zeros((9, 32, 48, 3), np.uint8))}, traits(WAN21_VACE_1_3B), "VACE"),
+    ],
+)
+def test_the_mode_a_request_runs_in(fields, model, mode):
+    assert registry.mode_for(CONFIG.request("a fox", **fields), model).name == mode
+
+
+@pytest.mark.parametrize(
+    ("fields", "model", "message"),
+    [
+        ({}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "give the first frame"),
+        ({"video": VIDEO}, traits(WAN21_VACE_1_3B), "the video is the control video"),
+        ({"vace": VaceInputs()}, traits(WAN21_T2V_14B), "has no VACE blocks"),
+    ],
+)
+def test_a_model_refuses_a_mode_it_cannot_run(fields, model, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        registry.mode_for(CONFIG.request("a fox", **fields), model)
+
+
+def test_vace_inputs_with_another_modes_input_are_refused_on_construction():
+    with pytest.raises(InvalidRequestError, match="guided by its inputs.*drop image"):
+        CONFIG.request("a fox", image=IMAGE, vace=VaceInputs())
+
+
+def test_the_tables_fields_are_request_fields_and_one_flag_is_one_input():
+    request_fields = set(attrs.fields_dict(GenerationRequest))
+    for mode in registry.MODES:
+        assert set(mode.selected_by) <= request_fields, mode.name
+        assert {field.name for field in mode.inputs if field.http} <= request_fields, mode.name
+    names = {}
+    for mode in registry.MODES:
+        for field in mode.inputs:
+            assert names.setdefault(field.flag, field.name) == field.name, field.flag
+    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_VACE_1_3B)).name == "VACE"
+    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_T2V_14B)).name == "video-to-video"
+    assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
+        "first-last-frame-to-video"
+    )
+
+
+class TwoSegments(GenerationMode):
+    """A mode that owns its loop: a second denoising pass conditioned on the first's last latent
+    frame, the two passes' frames joined (as Animate runs video segments)."""
+
+    name = "two-segments"
+    inputs = (InputField(name="pose_video", flag="--pose-video", kind=InputKind.VIDEO, help="the poses to follow"),)
+
+    def default_on(self, model: ModelTraits) -> bool:
+        return True
+
+    def generate(self, run):
+        first = run.denoise(run.noise, Conditioning())
+        second = run.denoise(first.latents, Conditioning(first_frame=first.latents[:, -1:]))
+        frames = np.concatenate([run.decode(first.latents), run.decode(second.latents)], axis=1)
+        return Generated(latents=second.latents, frames=frames, cache_report=second.cache_report)
+
+
+@pytest.fixture
+def with_two_segments(monkeypatch):
+    monkeypatch.setattr(registry, "MODES", (TwoSegments(), *registry.MODES))
+
+
+def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
+    denoiser = FakeDenoiser()
+    service = fake_service(lambda: denoiser)
+    result = service.generate(CONFIG.request("a fox", seed=3))
+    first, second = denoiser.conditionings
+    assert first.first_frame is None and second.first_frame.shape == (1, 1, 4, 6, 16)
+    noise = np.random.default_rng(3).standard_normal((1, 3, 4, 6, 16)).astype(np.float32)
+    np.testing.assert_allclose(second.first_frame, noise[:, -1:] * 3)  # the first pass's 3 steps
+    assert result.array.shape == (1, 18, 32, 48, 3)  # two decoded passes of 9 frames
+
+
+def test_a_registered_modes_input_is_a_cli_flag(with_two_segments, capsys):
+    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--pose-video", "poses.mp4"])
+    assert args.pose_video == Path("poses.mp4")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--help"])
+    assert "the poses to follow" in capsys.readouterr().out
