@@ -23,7 +23,15 @@ import numpy as np
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.animate.videos import AnimateVideos, nearest_resized, reflect_padded, segment_mask
-from wanjax.domain.modes.base import GenerationMode, Generated, InputField, InputKind, ModelTraits, ModeRun
+from wanjax.domain.modes.base import (
+    GenerationMode,
+    Generated,
+    InputField,
+    InputKind,
+    ModelTraits,
+    ModeRun,
+    ReceivedShapes,
+)
 
 if TYPE_CHECKING:
     from wanjax.domain.latents import LatentGeometry
@@ -88,6 +96,17 @@ class Animate(GenerationMode):
 
     def encoded_frames(self, request: GenerationRequest) -> int:
         return request.segment_frame_length
+
+    def received(self, shapes: ReceivedShapes) -> Conditioning:
+        """The bench's step: the latents' grid is one segment's, the reference frame first."""
+        t, (frames, height, width) = shapes.transformer, shapes.latent_grid
+        size = t.animate.motion_encoder_size
+        return Conditioning(
+            extra_channels=(1, frames, height, width, t.in_channels - t.out_channels),
+            image_context=(1, shapes.image_tokens, t.image_dim),
+            pose=(1, frames - 1, height, width, t.out_channels),
+            face=(1, 4 * (frames - 1) - 3, size, size, 3),
+        )
 
     def from_media(self, media: dict[str, Any]) -> dict[str, Any]:
         fields = {"image": media.get("image")}
