@@ -85,12 +85,16 @@ def _diffusers(folder, videos, mode):
         prev_segment_conditioning_frames=1, num_inference_steps=STEPS, mode=mode, guidance_scale=GUIDANCE,
         max_sequence_length=512,
     )  # fmt: skip
-    latents = pipe(**common, generator=torch.Generator().manual_seed(SEED), output_type="latent").frames
-    frames_out = pipe(**common, generator=torch.Generator().manual_seed(SEED), output_type="np").frames
-    vae = pipe.vae.config
-    mean = torch.tensor(vae.latents_mean).view(1, -1, 1, 1, 1)
-    std = torch.tensor(vae.latents_std).view(1, -1, 1, 1, 1)
-    return ((latents - mean) / std).numpy(), (np.asarray(frames_out) * 255).round()
+    seen = {}
+
+    def keep_latents(pipe, step, timestep, tensors):  # the last call: the last segment's final latents
+        seen["latents"] = tensors["latents"].numpy().copy()
+        return tensors
+
+    frames_out = pipe(
+        **common, generator=torch.Generator().manual_seed(SEED), output_type="np", callback_on_step_end=keep_latents
+    ).frames
+    return seen["latents"], (np.asarray(frames_out) * 255).round()
 
 
 def _request(config, videos, mode, **changes):
