@@ -19,8 +19,9 @@ from typing import Any
 import attrs
 import numpy as np
 
-from wanjax.adapters.media.images import decode_image, image_size
-from wanjax.adapters.media.video_input import decode_video, probe_video
+from wanjax.adapters.media.images import image_size
+from wanjax.adapters.media.mode_inputs import decode_input
+from wanjax.adapters.media.video_input import probe_video
 from wanjax.application.lora_folder import LoraFolder, lora_fields
 from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
@@ -28,12 +29,11 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import InputKind
 from wanjax.domain.modes.registry import MODES, http_fields
-from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.requests import GenerationRequest, media_fields
 
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
-"""The client's file fields -> the request fields they fill (the modes' inputs the HTTP API takes:
-png/jpg images, mp4 videos)."""
-VIDEO_FIELDS = {field.name for field in http_fields().values() if field.kind is InputKind.VIDEO}
+"""The client's file fields -> the modes' inputs they fill (png/jpg images, mp4 videos)."""
+KINDS = {field.name: field.kind for field in http_fields().values()}
 CLI_ONLY_MODES = [mode for mode in MODES if mode.inputs and not any(field.http for field in mode.inputs)]
 REFUSED_FIELDS = {
     "cache": "set by the server (--set cache_policy=...), not per request",
@@ -44,7 +44,7 @@ REFUSED_FIELDS = {
 CLI_FLAGS = {field.flag: client for client, field in http_fields().items()}
 """The CLI's flags that the domain's messages name, and the fields a client gives instead."""
 CLI_ONLY_FIELDS = tuple(name for mode in CLI_ONLY_MODES for name in mode.selected_by)
-NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), *CLI_ONLY_FIELDS, "cache")
+NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), "inputs", *CLI_ONLY_FIELDS, "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
 MEDIA_PIXEL_MULTIPLE = 36
 """An image or video frame may hold at most this many times the video's pixels (6 times its width
@@ -83,7 +83,7 @@ def validated_request(
     lora_fields(loras, fields, REQUEST_LORA_FIELDS)
     try:
         stand_ins = stand_in_media((MEDIA_FIELDS[name] for name in media), fields.get("num_frames", config.sampling.num_frames))
-        request = config.request(prompt, **fields, **stand_ins)
+        request = config.request(prompt, **fields, **media_fields(stand_ins))
         service.check([request])
         check_memory(request)
         check_media(media, request)
@@ -101,34 +101,38 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     if request.sample_timesteps is not None:
         record["sample_timesteps"] = list(request.sample_timesteps)
     record.update({name: [attrs.asdict(spec) for spec in getattr(request, name)] for name in REQUEST_LORA_FIELDS})
-    media = [name for name in MEDIA_FIELDS.values() if values[name] is not None]
+    media = [name for name in MEDIA_FIELDS.values() if request.input(name) is not None]
     return {"prompt": request.prompt, **record, "media": media}
 
 
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, with its media (file bytes by request field) decoded."""
     fields = {name: value for name, value in record.items() if name != "media"}
-    return config.request(fields.pop("prompt"), **fields, **decoded_media(media, fields["num_frames"]))
+    decoded = decoded_media(media, fields["num_frames"], fields["height"], fields["width"])
+    return config.request(fields.pop("prompt"), **fields, **media_fields(decoded))
 
 
 def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, its media as stand-ins (what a queue holds)."""
     fields = {name: value for name, value in record.items() if name != "media"}
-    return config.request(fields.pop("prompt"), **fields, **stand_in_media(record["media"], fields["num_frames"]))
+    stand_ins = stand_in_media(record["media"], fields["num_frames"])
+    return config.request(fields.pop("prompt"), **fields, **media_fields(stand_ins))
 
 
 def stand_in_media(names: Iterable[str], num_frames: Any) -> dict[str, np.ndarray]:
-    """Request fields (`MEDIA_FIELDS`'s) as black 1x1 pixels (`num_frames` of them for
-    a video, as a view of one): what the model's checks see of media not yet decoded (the model
+    """Inputs (`MEDIA_FIELDS`'s) as black 1x1 pixels of their kind (`num_frames` of them for a
+    video, as a view of one): what the model's checks see of media not yet decoded (the model
     fits media of any size to the video)."""
     pixel = np.zeros((1, 1, 1, 3), np.uint8)
-    stand_ins: dict[str, np.ndarray] = {}
+    stand_ins: dict[str, Any] = {}
     for name in names:
-        if name not in VIDEO_FIELDS:
-            stand_ins[name] = pixel[0]
+        kind = KINDS[name]
+        if not kind.is_video:
+            stand_ins[name] = (pixel[0],) if kind is InputKind.CANVAS_IMAGES else pixel[0]
             continue
         _check_frame_count(num_frames)
-        stand_ins[name] = np.broadcast_to(pixel, (num_frames, 1, 1, 3))
+        frames = np.broadcast_to(pixel, (num_frames, 1, 1, 3))
+        stand_ins[name] = frames[..., 0] if kind is InputKind.MASK else frames
     return stand_ins
 
 
@@ -139,7 +143,7 @@ def check_media(media: Mapping[str, bytes], request: GenerationRequest) -> None:
     limit = MEDIA_PIXEL_MULTIPLE * request.height * request.width
     for name, data in media.items():
         what = f"{name} (the request's file)"
-        if MEDIA_FIELDS[name] in VIDEO_FIELDS:
+        if KINDS[MEDIA_FIELDS[name]].is_video:
             width, height = probe_video(data, request.num_frames, what)
         else:
             width, height = image_size(data, what)
@@ -150,16 +154,15 @@ def check_media(media: Mapping[str, bytes], request: GenerationRequest) -> None:
             )
 
 
-def decoded_media(media: Mapping[str, bytes], num_frames: Any) -> dict[str, Any]:
-    """Request fields (`MEDIA_FIELDS`'s) from their files' bytes; a video's first `num_frames` frames."""
+def decoded_media(media: Mapping[str, bytes], num_frames: Any, height: int, width: int) -> dict[str, Any]:
+    """Inputs (`MEDIA_FIELDS`'s) from their files' bytes, each as its kind reads it for a
+    height x width video of `num_frames` frames (a video's first `num_frames`)."""
     decoded: dict[str, Any] = {}
     for name, data in media.items():
         what = f"{_client_name(name)} (the request's file)"
-        if name not in VIDEO_FIELDS:
-            decoded[name] = decode_image(data, what)
-            continue
-        _check_frame_count(num_frames)
-        decoded[name] = decode_video(data, num_frames, what)
+        if KINDS[name].is_video:
+            _check_frame_count(num_frames)
+        decoded[name] = decode_input(KINDS[name], data, what, num_frames=num_frames, height=height, width=width)
     return decoded
 
 

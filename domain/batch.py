@@ -6,7 +6,7 @@ The videos of a batch may differ only in what never changes a shape or the sampl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -41,7 +41,12 @@ def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
 
 
 def _same(a: object, b: object) -> bool:
-    """Equal values; input pixels (arrays) by value, so a batch may share copies of one image."""
+    """Equal values; input pixels (arrays, a mode's `inputs`) by value, so a batch may share copies
+    of one image."""
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
     return a == b

@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
 import numpy as np
 
-from wanjax.domain.modes.animate.videos import (
-    DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES,
-    DEFAULT_SEGMENT_FRAME_LENGTH,
-    AnimateVideos,
-    Segments,
-)
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.lora import LoraSpec, parse_lora_specs
@@ -23,7 +18,9 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.modes.registry import requested_mode
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
+from wanjax.domain.modes.base import InputKind
+from wanjax.domain.modes.registry import input_kind, requested_mode
 from wanjax.domain.modes.vace import VaceInputs
 from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
 
@@ -125,24 +122,40 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         )  # fmt: skip
 
 
-def _optional_pixels(layout: str):
-    """Checks an optional uint8 RGB array of `layout` ("[H, W, 3]" for an image, "[F, H, W, 3]" for frames)."""
-    ndim, what = (3, "RGB pixels") if layout == "[H, W, 3]" else (4, "RGB frames")
+def _optional_pixels(kind: InputKind):
+    """Checks an optional input of `kind` (its pixels: domain/modes/base.InputKind)."""
 
     def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-        if value is None:
-            return
-        if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != ndim or value.shape[-1] != 3:
-            shape = getattr(value, "shape", None)
-            _fail(attribute.name, f"<{type(value).__name__} {shape}>", f"must be {what}, a uint8 array {layout}")
-        if min(value.shape[:-1]) < 1:
-            _fail(attribute.name, f"<array {value.shape}>", "is empty")
+        if value is not None:
+            kind.check(attribute.name, value)
 
     return check
 
 
-_optional_image = _optional_pixels("[H, W, 3]")
-_optional_frames = _optional_pixels("[F, H, W, 3]")
+_optional_image = _optional_pixels(InputKind.IMAGE)
+_optional_frames = _optional_pixels(InputKind.VIDEO)
+
+
+def _inputs(value: Any) -> Mapping[str, Any]:
+    """A mode's own inputs, by input name: each a registered mode's input with no field of its own
+    here, its pixels as its kind takes them."""
+    if not isinstance(value, Mapping):
+        _fail("inputs", value, "must be a mapping of input name -> pixels (e.g. {'pose_video': frames})")
+    for name, pixels in value.items():
+        kind = input_kind(name)
+        if kind is None or name in attrs.fields_dict(GenerationRequest):
+            _fail("inputs", f"<{name!r}: ...>", f"{name!r} is no generation mode's own input (domain/modes/)")
+        kind.check(name, pixels)
+    return dict(value)
+
+
+def media_fields(media: Mapping[str, Any]) -> dict[str, Any]:
+    """GenerationRequest's keyword arguments for input media by input name: a field of its own
+    where the request has one (`image`), else an entry of `inputs`."""
+    own = attrs.fields_dict(GenerationRequest)
+    fields = {name: pixels for name, pixels in media.items() if name in own}
+    others = {name: pixels for name, pixels in media.items() if name not in own}
+    return {**fields, "inputs": others} if others else fields
 
 
 def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
@@ -225,11 +238,9 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
-    animate: AnimateVideos | None = attrs.field(
-        default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(AnimateVideos))
-    )
-    """Pose and face videos (and for replacement a background video and mask) driving `image`, the
-    character, on a Wan 2.2 Animate model (domain/animate.py); the video has the pose video's length."""
+    inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
+    """The inputs of modes whose inputs have no field of their own above, by input name
+    (domain/modes/: each mode's `InputField`s), each checked by its kind."""
     segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
     """Wan Animate: pixel frames per segment (4k + 1)."""
     prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
@@ -244,17 +255,15 @@ class GenerationRequest:
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
-        requested_mode(self).check_request(self)  # its mode's rules: inputs that fit together
+        mode = requested_mode(self)
+        for name in self.inputs:
+            if name not in {field.name for field in mode.inputs}:
+                _fail("inputs", f"<{name!r}: ...>", f"{mode.name} takes no {name!r}; give the inputs of one mode")
+        mode.check_request(self)  # its mode's rules: inputs that fit together
 
-    @property
-    def animate_segments(self) -> Segments:
-        """Wan Animate: how the pose video splits into segments (only with `animate`)."""
-        return self.animate.segments(self.segment_frame_length, self.prev_segment_conditioning_frames)
-
-    @property
-    def animate_segments(self) -> Segments:
-        """Wan Animate: how the pose video splits into segments (only with `animate`)."""
-        return self.animate.segments(self.segment_frame_length, self.prev_segment_conditioning_frames)
+    def input(self, name: str) -> Any:
+        """A mode's input by name: its own field's value, else its entry of `inputs` (None: not given)."""
+        return self.inputs[name] if name in self.inputs else getattr(self, name, None)
 
     @property
     def denoising_strength(self) -> float:

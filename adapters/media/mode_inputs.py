@@ -9,18 +9,16 @@ from typing import Any
 
 import numpy as np
 
-from wanjax.adapters.media.images import read_image
-from wanjax.adapters.media.video_input import read_video, read_whole_video
+from wanjax.adapters.media.images import decode_image, read_image
+from wanjax.adapters.media.video_input import decode_video, read_video, read_whole_video
 from wanjax.domain.modes.base import InputKind
 from wanjax.domain.requests import MAX_FRAMES
 
 
-def read_frames(path: Path, num_frames: int | None, height: int, width: int) -> np.ndarray:
-    """The first `num_frames` frames (None: every frame) of a video file or frame folder
-    (`read_video`), RGB uint8 [F, height, width, 3], each stretched to the size with Lanczos where it differs."""
+def stretched(frames: np.ndarray, height: int, width: int) -> np.ndarray:
+    """Frames uint8 [F, H, W, 3], each stretched to height x width with Lanczos where it differs."""
     from PIL import Image
 
-    frames = read_video(path, num_frames) if num_frames is not None else read_whole_video(path, MAX_FRAMES)
     if frames.shape[1:3] == (height, width):
         return frames
     lanczos = Image.Resampling.LANCZOS
@@ -47,20 +45,29 @@ def read_input(kind: InputKind, given: Path | Sequence[Path], *, num_frames: int
     """The pixels of an input field of `kind` given as `given` (a path; paths for a repeatable
     kind), for a video of `num_frames` frames of height x width; an unreadable file is an
     InvalidRequestError naming it."""
-    if kind is InputKind.IMAGE:
-        return read_image(given)
-    if kind is InputKind.VIDEO:
-        return read_video(given, num_frames)
-    if kind is InputKind.SIZED_VIDEO:
-        return read_frames(given, num_frames, height, width)
-    if kind is InputKind.MASK:
-        return read_frames(given, num_frames, height, width)[..., 0]  # white: 255
+    if kind is InputKind.CANVAS_IMAGES:
+        return tuple(fitted(kind, read_image(path), height, width)[0] for path in given)
+    if kind.is_whole:
+        pixels = read_whole_video(given, MAX_FRAMES)
+    else:
+        pixels = read_video(given, num_frames) if kind.is_video else read_image(given)
+    return fitted(kind, pixels, height, width)
+
+
+def decode_input(kind: InputKind, data: bytes, what: str, *, num_frames: int, height: int, width: int) -> Any:
+    """`read_input` of a client's file (one, for every kind): its bytes, `what` naming them in errors."""
+    pixels = decode_video(data, num_frames, what) if kind.is_video else decode_image(data, what)
+    return fitted(kind, pixels, height, width)
+
+
+def fitted(kind: InputKind, pixels: np.ndarray, height: int, width: int) -> Any:
+    """An image or frames as read -> the pixels of `kind` for a height x width video."""
+    if kind in (InputKind.SIZED_VIDEO, InputKind.WHOLE_SIZED_VIDEO):
+        return stretched(pixels, height, width)
+    if kind in (InputKind.MASK, InputKind.WHOLE_MASK):
+        return stretched(pixels, height, width)[..., 0]  # the first channel; white: 255
     if kind is InputKind.CHARACTER_IMAGE:
-        return reference_canvas(read_image(given), height, width, fill=0)
-    if kind is InputKind.WHOLE_VIDEO:
-        return read_whole_video(given, MAX_FRAMES)
-    if kind is InputKind.WHOLE_SIZED_VIDEO:
-        return read_frames(given, None, height, width)
-    if kind is InputKind.WHOLE_MASK:
-        return read_frames(given, None, height, width)[..., 0]  # white: 255
-    return tuple(reference_canvas(read_image(path), height, width) for path in given)  # CANVAS_IMAGES
+        return reference_canvas(pixels, height, width, fill=0)
+    if kind is InputKind.CANVAS_IMAGES:
+        return (reference_canvas(pixels, height, width),)
+    return pixels

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 
 class InputKind(enum.Enum):
-    """How an input field's file is read (the CLI's and HTTP API's readers, by kind)."""
+    """How an input field's file is read (adapters/media/mode_inputs.py) and the pixels it gives."""
 
     IMAGE = "image"  # one png/jpg, RGB uint8 [H, W, 3] at its own size
     VIDEO = "video"  # mp4 or a frame folder: its first num_frames frames, uint8 [F, H, W, 3] at its own size
@@ -39,6 +39,40 @@ class InputKind(enum.Enum):
     WHOLE_VIDEO = "whole_video"  # a VIDEO's every frame (however many), at its own size
     WHOLE_SIZED_VIDEO = "whole_sized_video"  # a WHOLE_VIDEO stretched to the request's size
     WHOLE_MASK = "whole_mask"  # a WHOLE_SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
+
+    @property
+    def is_video(self) -> bool:
+        """Its file is a video (an mp4 over HTTP)."""
+        return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK, *WHOLE_VIDEOS)
+
+    @property
+    def is_whole(self) -> bool:
+        """Every frame of its video is read, however many (not the first num_frames)."""
+        return self in WHOLE_VIDEOS
+
+    def check(self, name: str, pixels: Any) -> None:
+        """InvalidRequestError, naming input `name`, where `pixels` are not what this kind gives."""
+        if self is InputKind.CANVAS_IMAGES:
+            if not isinstance(pixels, tuple):
+                raise InvalidRequestError(f"{name}: must be a tuple of images, uint8 arrays [H, W, 3]")
+            for image in pixels:
+                InputKind.IMAGE.check(name, image)
+            return
+        image, mask = ("RGB pixels", "[H, W, 3]"), ("a mask", "[F, H, W]")
+        what, layout = {
+            InputKind.IMAGE: image, InputKind.CHARACTER_IMAGE: image, InputKind.MASK: mask, InputKind.WHOLE_MASK: mask,
+        }.get(self, ("RGB frames", "[F, H, W, 3]"))  # fmt: skip
+        ndim, rgb = layout.count(",") + 1, layout.endswith("3]")
+        if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim or (
+            rgb and pixels.shape[-1] != 3
+        ):
+            given = f"<{type(pixels).__name__} {getattr(pixels, 'shape', None)}>"
+            raise InvalidRequestError(f"{name}={given}: must be {what}, a uint8 array {layout}")
+        if min(pixels.shape) < 1:
+            raise InvalidRequestError(f"{name}=<array {pixels.shape}>: is empty")
+
+
+WHOLE_VIDEOS = (InputKind.WHOLE_VIDEO, InputKind.WHOLE_SIZED_VIDEO, InputKind.WHOLE_MASK)
 
 
 @attrs.frozen(kw_only=True)
@@ -109,6 +143,8 @@ class LoadedParts(Protocol):
 class ModeRun:
     """One run of a batch, as the service hands it to its mode.
 
+    requests: the batch's requests (their seeds: a mode that draws noise per segment asks
+      `parts.denoiser.noise(seed, shape)`); request: what they share;
     noise: the batch's starting noise [B, F', H', W', C] (a device array where the denoiser made it);
     denoise(latents, conditioning): the denoiser's run of `plan` over latents of this geometry,
       under the request's LoRAs, compiled as needed (conditioning of one row: it is repeated per video);
@@ -144,11 +180,12 @@ class GenerationMode:
     name: str = ""
     inputs: tuple[InputField, ...] = ()
     selected_by: tuple[str, ...] = ()
-    """GenerationRequest fields that, set, select this mode (the registry asks in table order)."""
+    """GenerationRequest fields, or names of `inputs`, that, set, select this mode (the registry asks
+    in table order)."""
 
     def given(self, request: GenerationRequest) -> bool:
-        """`request` sets a field that selects this mode."""
-        return any(getattr(request, name) is not None for name in self.selected_by)
+        """`request` sets a field (or input) that selects this mode."""
+        return any(request.input(name) is not None for name in self.selected_by)
 
     def default_on(self, model: ModelTraits) -> bool:
         """A request that gives no mode's inputs runs in this mode on `model` (VACE on a VACE model)."""
@@ -178,8 +215,11 @@ class GenerationMode:
         return 0
 
     def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
-        """GenerationRequest fields from this mode's inputs as read (by input name)."""
-        return dict(media)
+        """GenerationRequest fields from this mode's inputs as read (by input name): each its own
+        field, or its entry of `inputs`."""
+        from wanjax.domain.requests import media_fields  # the request module imports the modes
+
+        return media_fields(media)
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The conditioning's array shapes (tuples; None where absent) a model of `shapes` receives

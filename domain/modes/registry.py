@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.animate.mode import ANIMATE
-from wanjax.domain.modes.base import GenerationMode, InputField, ModelTraits
+from wanjax.domain.modes.base import GenerationMode, InputField, InputKind, ModelTraits
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
@@ -56,14 +56,25 @@ def default_mode(model: ModelTraits) -> GenerationMode:
 def mode_of_inputs(names: Collection[str], model: Callable[[], ModelTraits]) -> GenerationMode:
     """The mode that takes the input fields `names` (as the CLI's flags give them); where several
     do (`--video`: video-to-video or VACE), the model's default among them (`model` is asked only then)."""
-    takers = [mode for mode in MODES if set(names) <= {field.name for field in mode.inputs}]
+    takers = [mode for mode in MODES if set(names) <= _names(mode)]
     if not takers:
-        flags = ", ".join(sorted(field.flag for field in input_fields() if field.name in names))
-        raise InvalidRequestError(f"no generation mode takes {flags} together; see `wanjax generate --help`")
+        # the mode that takes most of them (the fewest inputs of its own first) names what to drop
+        nearest = max(MODES, key=lambda mode: (len(set(names) & _names(mode)), -len(mode.inputs)))
+        flags = {field.name: field.flag for field in input_fields()}
+        taken = " and ".join(flags[name] for name in names if name in _names(nearest))
+        dropped = " and ".join(flags[name] for name in names if name not in _names(nearest))
+        raise InvalidRequestError(
+            f"no one generation mode takes {' with '.join(flags[name] for name in names)}: {nearest.name} takes "
+            f"{taken}; drop {dropped}, or give the inputs of one mode (`wanjax generate --help`)"
+        )
     if len(takers) > 1:
         defaults = [mode for mode in takers if mode.default_on(model())]
         takers = defaults or sorted(takers, key=lambda mode: len(mode.inputs))
     return takers[0]
+
+
+def _names(mode: GenerationMode) -> set[str]:
+    return {field.name for field in mode.inputs}
 
 
 def input_fields() -> tuple[InputField, ...]:
@@ -75,11 +86,16 @@ def input_fields() -> tuple[InputField, ...]:
     return tuple(fields.values())
 
 
+def input_kind(name: str) -> InputKind | None:
+    """The kind of the input `name` of a registered mode (None: no mode's)."""
+    return next((field.kind for mode in MODES for field in mode.inputs if field.name == name), None)
+
+
 def flag_help(flag: str) -> str:
     """The CLI help of `flag`: each mode's, joined."""
     return "; ".join(field.help for mode in MODES for field in mode.inputs if field.flag == flag)
 
 
 def http_fields() -> dict[str, InputField]:
-    """The HTTP API's file fields -> the input each fills (a GenerationRequest field of its name)."""
+    """The HTTP API's file fields -> the input each fills."""
     return {field.http: field for mode in MODES for field in mode.inputs if field.http is not None}

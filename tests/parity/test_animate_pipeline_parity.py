@@ -19,7 +19,6 @@ from PIL import Image
 from tiny_wan import tiny_wan_animate_pipeline
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
-from wanjax.domain.modes.animate.videos import AnimateVideos
 from wanjax.domain.errors import InvalidRequestError
 
 PROMPT, NEGATIVE = "a dancer spins", "blurry"
@@ -98,11 +97,12 @@ def _diffusers(folder, videos, mode):
 
 
 def _request(config, videos, mode, **changes):
-    replace = dict(background=videos["background"], mask=videos["mask"] / 255.0) if mode == "replace" else {}
-    animate = AnimateVideos(pose=videos["pose"], face=videos["face"], **replace)
+    inputs = {"pose_video": videos["pose"], "face_video": videos["face"]}
+    if mode == "replace":
+        inputs.update(background_video=videos["background"], mask=videos["mask"])
     return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS,
-        guidance_scale=GUIDANCE, image=videos["image"], animate=animate, segment_frame_length=SEGMENT, seed=SEED,
+        guidance_scale=GUIDANCE, image=videos["image"], inputs=inputs, segment_frame_length=SEGMENT, seed=SEED,
         **changes,
     )  # fmt: skip
 
@@ -132,7 +132,8 @@ def test_animate_inputs_are_checked_before_loading(service, videos, tiny_i2v_che
     with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=3"):
         _request(config, videos, "animate", prev_segment_conditioning_frames=3)
     with pytest.raises(InvalidRequestError, match="needs both --background-video and --mask"):
-        AnimateVideos(pose=videos["pose"], face=videos["face"], background=videos["background"])
+        config.request(PROMPT, height=HEIGHT, width=WIDTH, image=videos["image"], inputs={
+            "pose_video": videos["pose"], "face_video": videos["face"], "background_video": videos["background"]})
     i2v = resolve_config(str(tiny_i2v_checkpoint), {"dtype": "float32"})
     with pytest.raises(InvalidRequestError, match="has no Animate blocks"):
         build_container(i2v).service().check([_request(i2v, videos, "animate")])

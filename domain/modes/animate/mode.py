@@ -22,7 +22,13 @@ import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.animate.videos import AnimateVideos, nearest_resized, reflect_padded, segment_mask
+from wanjax.domain.modes.animate.videos import (
+    AnimateVideos,
+    Segments,
+    nearest_resized,
+    reflect_padded,
+    segment_mask,
+)
 from wanjax.domain.modes.base import (
     GenerationMode,
     Generated,
@@ -59,7 +65,7 @@ def unit_pixels(frames: np.ndarray) -> np.ndarray:
 class Animate(GenerationMode):
     name = "animate"
     inputs = INPUTS
-    selected_by = ("animate",)
+    selected_by = ("pose_video", "face_video", "background_video")
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.is_animate
@@ -71,23 +77,31 @@ class Animate(GenerationMode):
                 "Animate model; this model has no Animate blocks: use one (e.g. --model wan2.2-animate-14b) or "
                 "drop them"
             )
-        if request.animate is None:
+        face = request.input("face_video")
+        if face is None:
             raise InvalidRequestError(
                 "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
             )
         size = model.transformer.animate.motion_encoder_size
-        if request.animate.face.shape[1:3] != (size, size):
-            height, width = request.animate.face.shape[1:3]
+        if face.shape[1:3] != (size, size):
+            height, width = face.shape[1:3]
             raise InvalidRequestError(
                 f"face_video: its frames are {width}x{height}; this model reads faces of {size}x{size} (crop and "
                 "resize them as Wan Animate's preprocessing does)"
             )
 
     def check_request(self, request: GenerationRequest) -> None:
-        if request.image is None:
-            raise InvalidRequestError("Wan Animate needs the character image (--image) besides its pose and face videos")
-        request.animate.check_size(request.height, request.width)
-        _ = request.animate_segments
+        if request.image is None or request.input("pose_video") is None or request.input("face_video") is None:
+            raise InvalidRequestError(
+                "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
+            )
+        self.segments(animate_videos(request).pose, request)
+        animate_videos(request).check_size(request.height, request.width)
+
+    @staticmethod
+    def segments(pose: np.ndarray, request: GenerationRequest) -> Segments:
+        """How the pose video splits into the request's segments."""
+        return Segments(len(pose), request.segment_frame_length, request.prev_segment_conditioning_frames)
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """One segment's latents: the reference frame, then the segment's latent frames."""
@@ -108,24 +122,15 @@ class Animate(GenerationMode):
             face=(1, 4 * (frames - 1) - 3, size, size, 3),
         )
 
-    def from_media(self, media: dict[str, Any]) -> dict[str, Any]:
-        fields = {"image": media.get("image")}
-        if "pose_video" in media or "face_video" in media:
-            mask = media.get("mask")
-            fields["animate"] = AnimateVideos(
-                pose=media.get("pose_video"), face=media.get("face_video"), background=media.get("background_video"),
-                mask=None if mask is None else (mask / 255.0).astype(np.float32),
-            )  # fmt: skip
-        return fields
-
     def generate(self, run: ModeRun) -> Generated:
         request, parts = run.request, run.parts
         if len(run.requests) > 1:
             raise InvalidRequestError("Wan Animate runs one video at a time: send the requests one by one")
-        segments = request.animate_segments
+        given = animate_videos(request)
+        segments = self.segments(given.pose, request)
         temporal = run.model.vae.temporal_compression
         with run.span("conditioning"):
-            videos = _Videos.of(request, segments.padded_frames, run.geometry)
+            videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
             reference = np.asarray(parts.autoencoder.encode_image(request.image, *size, num_frames=1))
             ones = np.ones((*reference.shape[:-1], temporal), np.float32)
@@ -153,7 +158,7 @@ class Animate(GenerationMode):
             kept.append(unit if k == 0 else unit[:, segments.overlap :])
         frames = None
         if run.decode is not None:
-            frames = np.round(np.concatenate(kept, axis=1)[:, : len(request.animate.pose)] * 255.0).astype(np.uint8)
+            frames = np.round(np.concatenate(kept, axis=1)[:, : len(given.pose)] * 255.0).astype(np.uint8)
         return Generated(latents=np.concatenate(latents, axis=1), frames=frames, cache_report=report)
 
 
@@ -168,14 +173,22 @@ class _Videos:
     character: np.ndarray | None
 
     @classmethod
-    def of(cls, request: GenerationRequest, count: int, geometry: LatentGeometry) -> _Videos:
-        videos: AnimateVideos = request.animate
+    def of(cls, videos: AnimateVideos, count: int, geometry: LatentGeometry) -> _Videos:
         background = None if videos.background is None else unit_pixels(reflect_padded(videos.background, count))
         character = None
         if videos.mask is not None:
             character = nearest_resized(reflect_padded(videos.mask, count), geometry.height, geometry.width)
         pose, face = (unit_pixels(reflect_padded(v, count)) for v in (videos.pose, videos.face))
         return cls(pose, face, background, character)
+
+
+def animate_videos(request: GenerationRequest) -> AnimateVideos:
+    """The request's driving videos (its mask as [F, H, W] in [0, 1])."""
+    mask = request.input("mask")
+    return AnimateVideos(
+        pose=request.input("pose_video"), face=request.input("face_video"), background=request.input("background_video"),
+        mask=None if mask is None else (mask / 255.0).astype(np.float32),
+    )  # fmt: skip
 
 
 def _segment_channels(

@@ -13,8 +13,6 @@ background video where a mask (1: the character's region) says.
 
 from __future__ import annotations
 
-from typing import Any
-
 import attrs
 import numpy as np
 
@@ -109,24 +107,7 @@ def nearest_resized(mask: np.ndarray, height: int, width: int) -> np.ndarray:
 DEFAULT_SEGMENT_FRAME_LENGTH = 77
 """diffusers' WanAnimatePipeline default (the official code's clip_len)."""
 DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES = 1
-"""diffusers' default; the official generate.py's `refert_num` defaults to 1 as well."""
-
-
-def _frames(ndim: int, what: str):
-    def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-        if value is None:
-            return
-        rgb = ndim == 4
-        if (
-            not isinstance(value, np.ndarray)
-            or value.ndim != ndim
-            or (rgb and (value.dtype != np.uint8 or value.shape[-1] != 3))
-            or (not rgb and not np.issubdtype(value.dtype, np.floating))
-            or min(value.shape) < 1
-        ):
-            raise InvalidRequestError(f"{attribute.name}: must be {what}, got {getattr(value, 'shape', type(value))}")
-
-    return check
+"""diffusers' default; the official WanAnimate.generate's `refert_num` defaults to 1 as well."""
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -135,15 +116,12 @@ class AnimateVideos:
     crops are made outside wanjax, as diffusers' pipeline takes them): a pose video at the request's
     size and a face video at the model's face size (RGB uint8), and for "replace" a background
     video with a mask of the character's region ([N, H, W] float in [0, 1]), both at the request's
-    size. Every video is padded or cut to the segments' frames as diffusers does; the
-    request's `segment_frame_length` and `prev_segment_conditioning_frames` lay the segments out."""
+    size. Every video is padded or cut to the segments' frames as diffusers does."""
 
-    pose: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
-    face: np.ndarray = attrs.field(validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]"))
-    background: np.ndarray | None = attrs.field(
-        default=None, validator=_frames(4, "RGB frames, a uint8 array [F, H, W, 3]")
-    )
-    mask: np.ndarray | None = attrs.field(default=None, validator=_frames(3, "a float array [F, H, W] in [0, 1]"))
+    pose: np.ndarray
+    face: np.ndarray
+    background: np.ndarray | None = None
+    mask: np.ndarray | None = None
 
     def __attrs_post_init__(self) -> None:
         if (self.background is None) != (self.mask is None):
@@ -151,17 +129,6 @@ class AnimateVideos:
                 "replacing a person needs both --background-video and --mask (the character's region); "
                 "give both, or neither to animate the character alone"
             )
-        if self.mask is not None and not (0.0 <= float(self.mask.min()) and float(self.mask.max()) <= 1.0):
-            raise InvalidRequestError("mask: values must lie in [0, 1] (1: the character's region)")
-
-    @property
-    def mode(self) -> str:
-        """"replace" with a background video (and mask), else "animate"."""
-        return "replace" if self.background is not None or self.mask is not None else "animate"
-
-    def segments(self, length: int, overlap: int) -> Segments:
-        """The segments of `length` frames, `overlap` of them conditioning, over the pose video."""
-        return Segments(len(self.pose), length, overlap)
 
     def check_size(self, height: int, width: int) -> None:
         """The pose video, background and mask must be at the request's size (`--pose-video` and the
@@ -172,4 +139,3 @@ class AnimateVideos:
                     f"{name}: its frames are {frames.shape[2]}x{frames.shape[1]}, the video {width}x{height}; "
                     "give it at the video's size"
                 )
-
