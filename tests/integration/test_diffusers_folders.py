@@ -70,7 +70,8 @@ def test_the_jax_text_encoder_names_the_tokenizer_json_it_needs(tmp_path, capsys
 def test_a_wan_animate_folder_without_its_driving_videos_is_refused_naming_them(tmp_path, capsys):
     model = _saved(tiny_wan_animate_pipeline(), "tokenizer.json", tmp_path / "model")
     image = _inputs("WanImageToVideoPipeline", tmp_path)
-    assert main(["generate", "--model", str(model), "--prompt", "a fox", *SMALL, *image, "--out", str(tmp_path / "v.mp4")]) == 2
+    args = ["--model", str(model), "--prompt", "a fox", *SMALL, *image, "--out", str(tmp_path / "v.mp4")]
+    assert main(["generate", *args]) == 2
     err = capsys.readouterr().err
     assert "Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video" in err
     assert not (tmp_path / "v.mp4").exists()

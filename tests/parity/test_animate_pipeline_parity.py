@@ -40,7 +40,8 @@ def videos():
     pixels = lambda *shape: rng.integers(0, 256, shape, dtype=np.uint8)  # noqa: E731
     return dict(
         image=pixels(HEIGHT, WIDTH, 3), pose=pixels(FRAMES, HEIGHT, WIDTH, 3), face=pixels(FRAMES, FACE, FACE, 3),
-        background=pixels(FRAMES, HEIGHT, WIDTH, 3), mask=(rng.random((FRAMES, HEIGHT, WIDTH)) > 0.5).astype(np.uint8) * 255,
+        background=pixels(FRAMES, HEIGHT, WIDTH, 3),
+        mask=(rng.random((FRAMES, HEIGHT, WIDTH)) > 0.5).astype(np.uint8) * 255,
     )  # fmt: skip
 
 
@@ -65,7 +66,8 @@ class DiffusersNoise:
 def service(folder):
     from dependency_injector import providers
 
-    config = resolve_config(str(folder), {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "512"})
+    settings = {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "512"}
+    config = resolve_config(str(folder), settings)
     container = build_container(config)
     container.denoiser.override(providers.Object(DiffusersNoise(container.denoiser())))
     return config, container.service()

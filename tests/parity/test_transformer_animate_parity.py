@@ -61,7 +61,8 @@ def case(tmp_path_factory: pytest.TempPathFactory) -> Case:
     faces = rng.uniform(-1, 1, (2, 4 * f - 3, size, size, 3)).astype(np.float32)
     reference = saved.forward(
         latents, timestep, context, encoder_hidden_states_image=image_context,
-        pose_hidden_states=pose.transpose(0, 4, 1, 2, 3).copy(), face_pixel_values=faces.transpose(0, 4, 1, 2, 3).copy(),
+        pose_hidden_states=pose.transpose(0, 4, 1, 2, 3).copy(),
+        face_pixel_values=faces.transpose(0, 4, 1, 2, 3).copy(),
     )  # fmt: skip
     return Case(saved, spec, latents, timestep, context, image_context, pose, faces, reference)
 

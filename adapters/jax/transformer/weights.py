@@ -1,6 +1,7 @@
 """Diffusers-format weights <-> `WanTransformer` parameters.
 
-One table (`weight_names`, `vace_weights` for a VACE model, `animate/weight_names` for an Animate one) maps each diffusers tensor name to a
+One table (`weight_names`, `vace_weights` for a VACE model, `animate/weight_names` for an Animate
+one) maps each diffusers tensor name to a
 parameter path and a layout change; loading and exporting both walk it, so the two
 directions cannot drift apart.
 

@@ -186,8 +186,8 @@ def animate_videos(request: GenerationRequest) -> AnimateVideos:
     """The request's driving videos (its mask as [F, H, W] in [0, 1])."""
     mask = request.input("mask")
     return AnimateVideos(
-        pose=request.input("pose_video"), face=request.input("face_video"), background=request.input("background_video"),
-        mask=None if mask is None else (mask / 255.0).astype(np.float32),
+        pose=request.input("pose_video"), face=request.input("face_video"),
+        background=request.input("background_video"), mask=None if mask is None else (mask / 255.0).astype(np.float32),
     )  # fmt: skip
 
 
