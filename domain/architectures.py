@@ -12,7 +12,7 @@ import attrs
 
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import UnsupportedModelError
-from wanjax.domain.specs import TransformerSpec, VaeSpec
+from wanjax.domain.specs import AnimateSpec, TransformerSpec, VaeSpec
 
 WAN21_T2V_1_3B = TransformerSpec(
     patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
@@ -34,6 +34,11 @@ WAN22_TI2V_5B = attrs.evolve(
 # 96 control channels = 16 + 16 latent channels (inactive, reactive frames) + 64 (the mask, 8 x 8 pixels).
 WAN21_VACE_1_3B = attrs.evolve(WAN21_T2V_1_3B, vace_layers=tuple(range(0, 30, 2)), vace_in_channels=96)
 WAN21_VACE_14B = attrs.evolve(WAN21_T2V_14B, vace_layers=tuple(range(0, 40, 5)), vace_in_channels=96)
+
+# Wan 2.2 Animate: the Wan 2.1 I2V transformer plus pose embedding, motion and face encoders and a face
+# adapter after every 5th block; Wan-AI/Wan2.2-Animate-14B-Diffusers' config is diffusers' defaults
+# of WanAnimateTransformer3DModel (the official wan_animate_14B config: dim 5120, 40 heads and layers).
+WAN22_ANIMATE_14B = attrs.evolve(WAN21_I2V_14B, animate=AnimateSpec())
 
 WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
 WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
@@ -91,6 +96,7 @@ ARCHITECTURES: dict[str, Architecture] = {
         transformer=WAN22_I2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.9
     ),
     "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE, first_frame=True),
+    "Wan-AI/Wan2.2-Animate-14B-Diffusers": _i2v(WAN22_ANIMATE_14B, 1),
 }
 
 

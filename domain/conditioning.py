@@ -24,6 +24,10 @@ class Conditioning(NamedTuple):
     control: [B, Fc' <= F', H', W', Cv] VACE control latents (Wan 2.1 VACE: video, mask and
       reference images encoded, Cv = 96), read by the VACE blocks at every step.
     control_scale: [] or [V] (one per VACE layer): the hints' conditioning scale (None: 1).
+    pose: [B, F' - 1, H', W', C] Wan Animate's pose latents (one segment's), for every latent frame
+      after the reference frame, read by the pose patch embedding at every step.
+    face: [B, T, S, S, 3] Wan Animate's face video (the segment's T pixel frames) in [-1, 1], read by
+      the motion encoder; the unconditional rows get a blank face (all -1), as diffusers.
     """
 
     extra_channels: Any = None
@@ -31,4 +35,6 @@ class Conditioning(NamedTuple):
     first_frame: Any = None
     control: Any = None
     control_scale: Any = None
+    pose: Any = None
+    face: Any = None
 

@@ -36,6 +36,7 @@ import math
 
 import attrs
 
+from wanjax.domain.modes.animate.parameters import animate_parameters
 from wanjax.domain.attention import MATERIALISES_LOGITS
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.offload import OFFLOAD_ORDER, moves_components, streams_blocks
@@ -175,7 +176,7 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
         hints = len(spec.vace_layers)
         total += linear(p * spec.vace_in_channels, d) + linear(d, d) + hints * (block + linear(d, d))
         block_kernels += hints * (kernels + d * d)
-    return total, block_kernels
+    return total + animate_parameters(spec), block_kernels
 
 
 def plan_memory(
@@ -276,9 +277,9 @@ def _transformer_weights(work: Workload) -> int:
 
 def block_weights(work: Workload) -> int:
     """Every expert's base blocks' share of `_transformer_weights` (what `offload=layers` keeps in host memory;
-    a VACE model's VACE blocks stay on the device)."""
+    a VACE model's VACE blocks and an Animate model's additions stay on the device)."""
     spec = work.transformer
-    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None)
+    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None, animate=None)
     one, two = (transformer_parameters(attrs.evolve(base, num_layers=n)) for n in (1, 2))
     block, kernels = two[0] - one[0], two[1] - one[1]  # one block: all its parameters, its matmul kernels
     fp8 = work.weights_dtype == "float8_e4m3fn"

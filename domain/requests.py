@@ -18,6 +18,7 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
 from wanjax.domain.modes.base import InputKind
 from wanjax.domain.modes.registry import input_kind, requested_mode
 from wanjax.domain.modes.vace import VaceInputs
@@ -240,6 +241,10 @@ class GenerationRequest:
     inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
     """The inputs of modes whose inputs have no field of their own above, by input name
     (domain/modes/: each mode's `InputField`s), each checked by its kind."""
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    """Wan Animate: pixel frames per segment (4k + 1)."""
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    """Wan Animate: the previous segment's last frames each segment starts from (1 or 5)."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""

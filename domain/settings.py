@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
@@ -282,6 +283,10 @@ class SamplingDefaults:
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_fps)
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    """Wan Animate: pixel frames per segment, 4k + 1 (diffusers' WanAnimatePipeline default)."""
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    """Wan Animate: the previous segment's last frames each segment starts from, 1 or 5."""
 
 
 def platform_dtype(platform: str) -> str:

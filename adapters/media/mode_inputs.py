@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 
 from wanjax.adapters.media.images import decode_image, read_image
-from wanjax.adapters.media.video_input import decode_video, read_video
+from wanjax.adapters.media.video_input import decode_video, read_video, read_whole_video
 from wanjax.domain.modes.base import InputKind
+from wanjax.domain.requests import MAX_FRAMES
 
 
 def stretched(frames: np.ndarray, height: int, width: int) -> np.ndarray:
@@ -24,16 +25,17 @@ def stretched(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return np.stack([np.asarray(Image.fromarray(frame).resize((width, height), resample=lanczos)) for frame in frames])
 
 
-def reference_canvas(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
-    """An image scaled to fit height x width (aspect kept, bilinear) and centred on a white
-    canvas, uint8 [height, width, 3], as diffusers' WanVACEPipeline places reference images."""
+def reference_canvas(pixels: np.ndarray, height: int, width: int, fill: int = 255) -> np.ndarray:
+    """An image scaled to fit height x width (aspect kept, bilinear) and centred on a canvas of
+    `fill` (white), uint8 [height, width, 3], as diffusers' WanVACEPipeline places reference images
+    (and, on black, WanAnimatePipeline its character)."""
     from PIL import Image
 
     image_height, image_width = pixels.shape[:2]
     scale = min(height / image_height, width / image_width)
     size = (int(image_width * scale), int(image_height * scale))
     resized = np.asarray(Image.fromarray(pixels).resize(size, resample=Image.Resampling.BILINEAR))
-    canvas = np.full((height, width, 3), 255, np.uint8)
+    canvas = np.full((height, width, 3), fill, np.uint8)
     top, left = (height - size[1]) // 2, (width - size[0]) // 2
     canvas[top : top + size[1], left : left + size[0]] = resized
     return canvas
@@ -45,7 +47,10 @@ def read_input(kind: InputKind, given: Path | Sequence[Path], *, num_frames: int
     InvalidRequestError naming it."""
     if kind is InputKind.CANVAS_IMAGES:
         return tuple(fitted(kind, read_image(path), height, width)[0] for path in given)
-    pixels = read_video(given, num_frames) if kind.is_video else read_image(given)
+    if kind.is_whole:
+        pixels = read_whole_video(given, MAX_FRAMES)
+    else:
+        pixels = read_video(given, num_frames) if kind.is_video else read_image(given)
     return fitted(kind, pixels, height, width)
 
 
@@ -57,10 +62,12 @@ def decode_input(kind: InputKind, data: bytes, what: str, *, num_frames: int, he
 
 def fitted(kind: InputKind, pixels: np.ndarray, height: int, width: int) -> Any:
     """An image or frames as read -> the pixels of `kind` for a height x width video."""
-    if kind is InputKind.SIZED_VIDEO:
+    if kind in (InputKind.SIZED_VIDEO, InputKind.WHOLE_SIZED_VIDEO):
         return stretched(pixels, height, width)
-    if kind is InputKind.MASK:
+    if kind in (InputKind.MASK, InputKind.WHOLE_MASK):
         return stretched(pixels, height, width)[..., 0]  # the first channel; white: 255
+    if kind is InputKind.CHARACTER_IMAGE:
+        return reference_canvas(pixels, height, width, fill=0)
     if kind is InputKind.CANVAS_IMAGES:
         return (reference_canvas(pixels, height, width),)
     return pixels

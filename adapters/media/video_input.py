@@ -37,6 +37,20 @@ def read_video(path: Path, num_frames: int) -> np.ndarray:
     return _stacked(frames, num_frames, what)
 
 
+def read_whole_video(path: Path, most: int) -> np.ndarray:
+    """Every frame (up to `most`) of the video file or frame folder at `path`, RGB uint8 [F, H, W, 3];
+    errors as `read_video`."""
+    path = Path(path)
+    what = f"video {path}"
+    if path.is_dir():
+        frames = _folder_frames(path, most, what)
+    elif not path.exists():
+        raise InvalidRequestError(f"{what} does not exist")
+    else:
+        frames = _decoded_frames(str(path), most, what)
+    return _stacked(frames, 1, what)
+
+
 def decode_video(data: bytes, num_frames: int, what: str) -> np.ndarray:
     """`read_video` of a client's video bytes (`what` names them in errors, e.g. the request
     field), opened only as mp4/mov or matroska/webm."""

@@ -35,11 +35,20 @@ class InputKind(enum.Enum):
     SIZED_VIDEO = "sized_video"  # a VIDEO stretched to the request's size
     MASK = "mask"  # a SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
     CANVAS_IMAGES = "canvas_images"  # repeatable IMAGEs, each fitted onto a white canvas of the request's size
+    CHARACTER_IMAGE = "character_image"  # an IMAGE fitted onto a black canvas of the request's size
+    WHOLE_VIDEO = "whole_video"  # a VIDEO's every frame (however many), at its own size
+    WHOLE_SIZED_VIDEO = "whole_sized_video"  # a WHOLE_VIDEO stretched to the request's size
+    WHOLE_MASK = "whole_mask"  # a WHOLE_SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
 
     @property
     def is_video(self) -> bool:
         """Its file is a video (an mp4 over HTTP)."""
-        return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK)
+        return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK, *WHOLE_VIDEOS)
+
+    @property
+    def is_whole(self) -> bool:
+        """Every frame of its video is read, however many (not the first num_frames)."""
+        return self in WHOLE_VIDEOS
 
     def check(self, name: str, pixels: Any) -> None:
         """InvalidRequestError, naming input `name`, where `pixels` are not what this kind gives."""
@@ -49,8 +58,9 @@ class InputKind(enum.Enum):
             for image in pixels:
                 InputKind.IMAGE.check(name, image)
             return
+        image, mask = ("RGB pixels", "[H, W, 3]"), ("a mask", "[F, H, W]")
         what, layout = {
-            InputKind.IMAGE: ("RGB pixels", "[H, W, 3]"), InputKind.MASK: ("a mask", "[F, H, W]")
+            InputKind.IMAGE: image, InputKind.CHARACTER_IMAGE: image, InputKind.MASK: mask, InputKind.WHOLE_MASK: mask,
         }.get(self, ("RGB frames", "[F, H, W, 3]"))  # fmt: skip
         ndim, rgb = layout.count(",") + 1, layout.endswith("3]")
         if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim or (
@@ -60,6 +70,9 @@ class InputKind(enum.Enum):
             raise InvalidRequestError(f"{name}={given}: must be {what}, a uint8 array {layout}")
         if min(pixels.shape) < 1:
             raise InvalidRequestError(f"{name}=<array {pixels.shape}>: is empty")
+
+
+WHOLE_VIDEOS = (InputKind.WHOLE_VIDEO, InputKind.WHOLE_SIZED_VIDEO, InputKind.WHOLE_MASK)
 
 
 @attrs.frozen(kw_only=True)

@@ -38,6 +38,10 @@ class ImageToVideo(GenerationMode):
         return model.image_conditioning is ImageConditioning.CHANNELS
 
     def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+        if model.transformer.is_animate:
+            raise InvalidRequestError(
+                "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
+            )
         if request.image is None:  # a request without inputs, on a model that needs a first frame
             raise InvalidRequestError("this is an image-to-video model: give the first frame (--image PATH)")
         if model.image_conditioning is ImageConditioning.NONE:

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import GenerationMode, InputField, InputKind, ModelTraits
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
 
 MODES: tuple[GenerationMode, ...] = (
+    ANIMATE,
     VACE,
     VIDEO_TO_VIDEO,
     FIRST_LAST_FRAME,

@@ -430,12 +430,6 @@ def test_a_tokenizer_folder_without_tokenizer_json_is_refused_for_the_jax_text_e
     _fails(tmp_path, capsys, args, f"{model / 'tokenizer'} has no tokenizer.json", "text_encoder_backend=torch")
 
 
-def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys, demo_cache):
-    model = _demo_copy(demo_cache, tmp_path)
-    _edit_json(model / "model_index.json", _class_name="WanAnimatePipeline")
-    _fails(tmp_path, capsys, ["--model", str(model)], "WanAnimatePipeline is Wan-Animate's character animation")
-
-
 @pytest.mark.parametrize(
     "changes, expected",
     [

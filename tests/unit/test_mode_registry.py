@@ -67,7 +67,7 @@ def test_vace_inputs_with_another_modes_input_are_refused_on_construction():
 def test_the_tables_fields_are_request_fields_and_one_flag_is_one_input():
     request_fields = set(attrs.fields_dict(GenerationRequest))
     for mode in registry.MODES:
-        assert set(mode.selected_by) <= request_fields, mode.name
+        assert set(mode.selected_by) <= request_fields | {field.name for field in mode.inputs}, mode.name
         assert {field.name for field in mode.inputs if field.http} <= request_fields, mode.name
     names = {}
     for mode in registry.MODES:
@@ -78,21 +78,21 @@ def test_the_tables_fields_are_request_fields_and_one_flag_is_one_input():
     assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
         "first-last-frame-to-video"
     )
-    with pytest.raises(InvalidRequestError, match="--mask with --image: image-to-video takes --image; drop --mask"):
-        registry.mode_of_inputs(["mask", "image"], lambda: pytest.fail("no mode takes both"))
+    with pytest.raises(InvalidRequestError, match="first-last-frame-to-video takes --image and --last-image; drop"):
+        registry.mode_of_inputs(["image", "last_image", "reference_image"], lambda: pytest.fail("no mode takes all"))
 
 
 class TwoSegments(GenerationMode):
-    """A mode of its own inputs (a pose video, a mask) that owns its loop: a second denoising pass
+    """A mode of its own inputs (a sketch video, a mask) that owns its loop: a second denoising pass
     conditioned on the first's last latent frame, the two passes' frames joined (as Animate runs
     video segments)."""
 
     name = "two-segments"
     inputs = (
-        InputField(name="pose_video", flag="--pose-video", kind=InputKind.VIDEO, help="the poses to follow"),
-        InputField(name="mask", flag="--mask", kind=InputKind.MASK, help="where to follow them"),
+        InputField(name="sketch_video", flag="--sketch-video", kind=InputKind.VIDEO, help="the poses to follow"),
+        InputField(name="sketch_mask", flag="--sketch-mask", kind=InputKind.MASK, help="where to follow them"),
     )
-    selected_by = ("pose_video",)
+    selected_by = ("sketch_video",)
 
     def generate(self, run):
         first = run.denoise(run.noise, Conditioning())
@@ -107,13 +107,14 @@ def with_two_segments(monkeypatch):
 
 
 def test_a_registered_modes_inputs_are_the_requests(with_two_segments):
-    mode = registry.mode_of_inputs(["pose_video", "mask"], lambda: pytest.fail("not ambiguous"))
+    mode = registry.mode_of_inputs(["sketch_video", "sketch_mask"], lambda: pytest.fail("not ambiguous"))
     mask = np.zeros((9, 32, 48), np.uint8)
-    request = CONFIG.request("a fox", **mode.from_media({"pose_video": VIDEO, "mask": mask}))
-    assert registry.requested_mode(request) is mode and request.input("mask") is mask
-    assert shared_request([request, CONFIG.request("a cat", inputs={"pose_video": VIDEO.copy(), "mask": mask})])
+    request = CONFIG.request("a fox", **mode.from_media({"sketch_video": VIDEO, "sketch_mask": mask}))
+    assert registry.requested_mode(request) is mode and request.input("sketch_mask") is mask
+    same = CONFIG.request("a cat", inputs={"sketch_video": VIDEO.copy(), "sketch_mask": mask})
+    assert shared_request([request, same])
     with pytest.raises(InvalidRequestError, match="differs from request 0 in inputs"):
-        shared_request([request, CONFIG.request("a cat", inputs={"pose_video": VIDEO + 1, "mask": mask})])
+        shared_request([request, CONFIG.request("a cat", inputs={"sketch_video": VIDEO + 1, "sketch_mask": mask})])
 
 
 @pytest.mark.parametrize(
@@ -121,7 +122,7 @@ def test_a_registered_modes_inputs_are_the_requests(with_two_segments):
     [
         ({"pose": VIDEO}, "'pose' is no generation mode's own input"),
         ({"image": IMAGE}, "'image' is no generation mode's own input"),  # a field of its own
-        ({"pose_video": IMAGE}, r"pose_video=<ndarray \(8, 8, 3\)>: must be RGB frames, a uint8 array \[F, H, W, 3\]"),
+        ({"sketch_video": IMAGE}, r"sketch_video=<ndarray \(8, 8, 3\)>: must be RGB frames, a uint8 array \[F, H, W"),
         ({"mask": np.zeros((9, 8, 8), np.uint8)}, "text-to-video takes no 'mask'"),
         ({"reference_image": IMAGE}, "must be a tuple of images"),
     ],
@@ -134,7 +135,7 @@ def test_a_modes_inputs_of_no_mode_or_kind_are_refused(with_two_segments, inputs
 def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
     denoiser = FakeDenoiser()
     service = fake_service(lambda: denoiser)
-    result = service.generate(CONFIG.request("a fox", seed=3, inputs={"pose_video": VIDEO}))
+    result = service.generate(CONFIG.request("a fox", seed=3, inputs={"sketch_video": VIDEO}))
     first, second = denoiser.conditionings
     assert first.first_frame is None and second.first_frame.shape == (1, 1, 4, 6, 16)
     noise = np.random.default_rng(3).standard_normal((1, 3, 4, 6, 16)).astype(np.float32)
@@ -143,8 +144,8 @@ def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
 
 
 def test_a_registered_modes_input_is_a_cli_flag(with_two_segments, capsys):
-    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--pose-video", "poses.mp4"])
-    assert args.pose_video == Path("poses.mp4")
+    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--sketch-video", "sketches.mp4"])
+    assert args.sketch_video == Path("sketches.mp4")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["generate", "--help"])
     assert "the poses to follow" in capsys.readouterr().out

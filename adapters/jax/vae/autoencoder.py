@@ -37,6 +37,7 @@ class JaxVideoAutoencoder:
         self._params = residency.at_rest(self._params)
         self._decode = CompiledFunction(self._decode_to_uint8)
         self._encode = CompiledFunction(self._encode_normalized)
+        self._decode_unit = CompiledFunction(self._decode_to_unit)
 
     def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The frames, and whether every decoded value was finite (NaN would become some uint8)."""
@@ -56,6 +57,14 @@ class JaxVideoAutoencoder:
         unit = vae.decode_to_unit(constrain(latents), constrain)
         frames = constrain(to_uint8(unit))  # [B, F, H, W, 3]
         return jax.lax.with_sharding_constraint(frames, self._spatial.replicated), jnp.isfinite(unit).all()
+
+    def _decode_to_unit(self, params: nnx.State, latents: jax.Array) -> jax.Array:
+        """Frames in [0, 1] float32, replicated (decoded as `decode_to_uint8` does, before rounding)."""
+        vae = nnx.merge(self._graphdef, params)
+        if self._spatial is None:
+            return vae.decode_to_unit(latents).astype(jnp.float32)
+        replicated = jax.lax.with_sharding_constraint(latents, self._spatial.replicated)
+        return vae.decode_to_unit(replicated).astype(jnp.float32)
 
     def _encode_normalized(self, params: nnx.State, video: jax.Array) -> jax.Array:
         vae = nnx.merge(self._graphdef, params)
@@ -81,6 +90,14 @@ class JaxVideoAutoencoder:
     def prepare(self, latents: Any) -> jax.stages.Compiled:
         """Compiles the decode of `latents`' shape; returns the executable (its HLO shows the collectives)."""
         return self._decode.prepare(self._residency.working_shapes(self._params), latents)
+
+    def decode_to_unit(self, latents: Any) -> jax.Array:
+        unit = self._decode_unit(self._params, latents)
+        if not bool(jnp.isfinite(unit).all()):
+            raise NumericalError(
+                "the VAE decoded NaN or infinite values; try --set vae_dtype=float32, or re-download the checkpoint"
+            )
+        return unit
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
         frames, finite = self._decode(self._residency.working(self._params), latents)
