@@ -95,6 +95,13 @@ class Animate(GenerationMode):
             raise InvalidRequestError(
                 "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
             )
+        if request.image.shape[:2] != (request.height, request.width):
+            height, width = request.image.shape[:2]
+            raise InvalidRequestError(
+                f"image: the character is {width}x{height}, the video {request.width}x{request.height}; give it on "
+                "a black canvas of the video's size, as `--image` places it (wanjax.adapters.media.mode_inputs."
+                "reference_canvas(image, height, width, fill=0))"
+            )
         self.segments(animate_videos(request).pose, request)
         animate_videos(request).check_size(request.height, request.width)
 
