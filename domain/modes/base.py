@@ -46,6 +46,11 @@ class InputKind(enum.Enum):
         return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK, *WHOLE_VIDEOS)
 
     @property
+    def is_fitted(self) -> bool:
+        """Its pixels are at the request's size, whatever its file's (stretched or on a canvas)."""
+        return self not in (InputKind.IMAGE, InputKind.VIDEO, InputKind.WHOLE_VIDEO)
+
+    @property
     def is_whole(self) -> bool:
         """Every frame of its video is read, however many (not the first num_frames)."""
         return self in WHOLE_VIDEOS

@@ -44,15 +44,16 @@ if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
 
 INPUTS = (
-    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE,
+    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE, http="input_reference",
                help="Wan Animate: the character (png/jpg), fitted onto a black canvas of the video's size"),
-    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO,
+    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
                help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
-    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO,
+    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
                help="Wan Animate: the cropped face video, at the model's face size (512x512 for Animate-14B)"),
     InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
+               http="background_video",
                help="Wan Animate replacement: the video to put the character into (with --mask)"),
-    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK,
+    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK, http="mask",
                help="Wan Animate replacement: a mask video, white where the character is"),
 )  # fmt: skip
 
