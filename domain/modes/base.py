@@ -151,8 +151,10 @@ class ModeRun:
     requests: the batch's requests (their seeds: a mode that draws noise per segment asks
       `parts.denoiser.noise(seed, shape)`); request: what they share;
     noise: the batch's starting noise [B, F', H', W', C] (a device array where the denoiser made it);
-    denoise(latents, conditioning): the denoiser's run of `plan` over latents of this geometry,
-      under the request's LoRAs, compiled as needed (conditioning of one row: it is repeated per video);
+    denoise(latents, conditioning, part=(0, 1)): the denoiser's run of `plan` over latents of this
+      geometry, under the request's LoRAs, compiled as needed (conditioning of one row: it is
+      repeated per video); `part` (k, n): it is run k of n alike runs, whose steps progress counts
+      as one run's (segments);
     decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents."""
 
     requests: Sequence[GenerationRequest]
@@ -162,7 +164,7 @@ class ModeRun:
     geometry: LatentGeometry
     plan: SamplingPlan
     noise: Any
-    denoise: Callable[[Any, Conditioning], Denoised]
+    denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""

@@ -2,8 +2,8 @@
 and service on the tiny random Animate checkpoint, 48x32, 2 steps: the character, pose, face,
 background and mask sent as files in a multipart form as the openai SDK sends one; the job's video
 byte-identical to the service's on the same files read as `wanjax generate` reads them (the
-character placed on its canvas the same way), over two segments; bad Animate files refused with a
-422 naming the field before anything is queued."""
+character placed on its canvas the same way), over two segments whose steps the progress counts
+as one run's; bad Animate files refused with a 422 naming the field before anything is queued."""
 
 import re
 import time
@@ -93,8 +93,11 @@ def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_
 
     read = {field.name: read_input(field.kind, files[field.name], num_frames=config.sampling.num_frames,
                                    height=HEIGHT, width=WIDTH) for field in ANIMATE.inputs}  # fmt: skip
-    frames = service.generate(config.request("a dancer", seed=3, **ANIMATE.from_media(read))).array[0]
+    steps = []
+    request = config.request("a dancer", seed=3, **ANIMATE.from_media(read))
+    frames = service.generate(request, on_step=lambda done, total: steps.append((done, total))).array[0]
     assert frames.shape == (FRAMES, HEIGHT, WIDTH, 3)  # the pose video's length, over two segments
+    assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # the progress (the job's, the CLI's bar) spans both
     expected = JobFiles(tmp_path)
     expected.write_video("cli", frames, FPS)
     assert runner.files.video(video["id"]).read_bytes() == expected.video("cli").read_bytes()

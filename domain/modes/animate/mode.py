@@ -155,7 +155,7 @@ class Animate(GenerationMode):
                     pose=np.asarray(parts.autoencoder.encode_video(videos.pose[window][None])),
                     face=videos.face[window][None],
                 )  # fmt: skip
-            denoised = run.denoise(noise, conditioning)
+            denoised = run.denoise(noise, conditioning, part=(k, segments.count))
             latents.append(np.asarray(denoised.latents))
             report = denoised.cache_report
             if run.decode is None and k == segments.count - 1:
