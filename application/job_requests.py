@@ -31,7 +31,7 @@ from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import GenerationMode, InputKind
-from wanjax.domain.modes.registry import MODES, http_fields, mode_of_inputs
+from wanjax.domain.modes.registry import MODES, http_fields, mode_of_inputs, requested_mode
 from wanjax.domain.requests import MAX_FRAMES, GenerationRequest
 
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
@@ -48,6 +48,9 @@ CLI_FLAGS = {field.flag: client for client, field in http_fields().items()}
 CLI_ONLY_FIELDS = tuple(name for mode in CLI_ONLY_MODES for name in mode.selected_by)
 NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), "inputs", *CLI_ONLY_FIELDS, "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
+RECORD_ONLY = ("media", "media_shapes", "output_frames")
+"""What a job's record holds besides request fields: its media files' names and shapes, and the
+frames of the video it makes (Animate's: its pose video's)."""
 MEDIA_PIXEL_MULTIPLE = 36
 """An image or video frame may hold at most this many times the video's pixels (6 times its width
 and height: a 4032x3024 photo for an 832x480 video), checked before it is decoded."""
@@ -99,9 +102,9 @@ def validated_request(
 
 def request_record(request: GenerationRequest) -> dict[str, Any]:
     """The request's fields as JSON values, every default resolved, under `media` the names of its
-    media fields (whose files the job keeps) and under `media_shapes` each one's (frames, height,
-    width) as read: with those files, the same request on any server (`request_from_record`),
-    whatever that server's defaults."""
+    media fields (whose files the job keeps), under `media_shapes` each one's (frames, height,
+    width) as read, and the frames of its video (`output_frames`): with those files, the same
+    request on any server (`request_from_record`), whatever that server's defaults."""
     values = attrs.asdict(request, recurse=False)
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
     if request.sample_timesteps is not None:
@@ -110,7 +113,8 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     media = [name for name in MEDIA_FIELDS.values() if request.input(name) is not None]
     kinds = {field.name: field.kind for field in media_mode(media).inputs}
     shapes = {name: _shape(kinds[name], request.input(name)) for name in media}
-    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes}
+    frames = requested_mode(request).output_frames(request)
+    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes, "output_frames": frames}
 
 
 def _shape(kind: InputKind, pixels: Any) -> list[int]:
@@ -121,7 +125,7 @@ def _shape(kind: InputKind, pixels: Any) -> list[int]:
 
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, with its media (file bytes by request field) decoded."""
-    fields = {name: value for name, value in record.items() if name not in ("media", "media_shapes")}
+    fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
     mode = media_mode(record["media"])
     decoded = decoded_media(media, mode, fields["num_frames"], fields["height"], fields["width"])
     return config.request(fields.pop("prompt"), **fields, **mode.from_media(decoded))
@@ -129,7 +133,7 @@ def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], c
 
 def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, its media as stand-ins (what a queue holds)."""
-    fields = {name: value for name, value in record.items() if name not in ("media", "media_shapes")}
+    fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
     # a record written before `media_shapes` holds an image or a first-frames video: any size will do
     shapes = record.get("media_shapes") or {name: (fields["num_frames"], 1, 1) for name in record["media"]}
     mode = media_mode(record["media"])

@@ -221,6 +221,10 @@ class GenerationMode:
         """Pixel frames the VAE encodes before denoising (the memory plan's encoder pass)."""
         return 0
 
+    def output_frames(self, request: GenerationRequest) -> int:
+        """Frames of the video the request makes."""
+        return request.num_frames
+
     def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
         """GenerationRequest fields from this mode's inputs as read (by input name): each its own
         field, or its entry of `inputs`."""

@@ -90,6 +90,7 @@ def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_
     assert response.status_code == 202, response.text
     video = _finished(client, response.json()["id"])
     assert video["status"] == "completed", video["error"]
+    assert (video["num_frames"], video["seconds"]) == (FRAMES, "0.81")  # the pose video's length at 16 fps
 
     read = {field.name: read_input(field.kind, files[field.name], num_frames=config.sampling.num_frames,
                                    height=HEIGHT, width=WIDTH) for field in ANIMATE.inputs}  # fmt: skip

@@ -82,6 +82,7 @@ def test_animate_files_stand_in_at_the_shapes_they_are_read_in_and_survive_the_r
     assert stand_ins == {"image": (32, 48, 3), "pose_video": (11, 32, 48, 3), "face_video": (11, 16, 16, 3),
                          "background_video": (7, 32, 48, 3), "mask": (3, 32, 48)}  # fmt: skip
     record = request_record(request)
+    assert record["output_frames"] == 11  # the pose video's, not num_frames=5
     queued = queued_request(record, CONFIG)
     assert queued == request and {name: queued.input(name).shape for name in stand_ins} == stand_ins
     decoded = request_from_record(record, {"image": _png(9), **files}, CONFIG)

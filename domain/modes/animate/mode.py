@@ -119,6 +119,9 @@ class Animate(GenerationMode):
     def encoded_frames(self, request: GenerationRequest) -> int:
         return request.segment_frame_length
 
+    def output_frames(self, request: GenerationRequest) -> int:
+        return len(request.input("pose_video"))
+
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The bench's step: the latents' grid is one segment's, the reference frame first."""
         t, (frames, height, width) = shapes.transformer, shapes.latent_grid
