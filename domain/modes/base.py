@@ -153,8 +153,8 @@ class ModeRun:
     noise: the batch's starting noise [B, F', H', W', C] (a device array where the denoiser made it);
     denoise(latents, conditioning, part=(0, 1)): the denoiser's run of `plan` over latents of this
       geometry, under the request's LoRAs, compiled as needed (conditioning of one row: it is
-      repeated per video); `part` (k, n): it is run k of n alike runs, whose steps progress counts
-      as one run's (segments);
+      repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
+      progress counts as those of one run;
     decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents."""
 
     requests: Sequence[GenerationRequest]
