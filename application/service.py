@@ -285,8 +285,9 @@ class GenerationService:
             else:
                 noise = geometry.from_diffusers_layout(initial_latents)
 
-        def denoise(latents: Any, conditioning: Conditioning) -> Denoised:
+        def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
             conditioning = _repeated(conditioning, len(requests))
+            steps = None if on_step is None else _spanning(on_step, *part)
             with ExitStack() as applied:
                 if model.lora_switch is not None:
                     with trace.span("loras"):  # a switch to other LoRAs merges them here
@@ -294,7 +295,7 @@ class GenerationService:
                 with trace.span("compile"):
                     model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
                 with trace.span("denoise"):
-                    return model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
+                    return model.denoiser.denoise(latents, plan, context, negative_context, steps, conditioning)
 
         def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):
@@ -316,6 +317,11 @@ class GenerationService:
         else:
             array = generated.frames
         return GenerationResult(array, output_type, trace, cache_report=report, calibration=calibration)
+
+
+def _spanning(on_step: StepCallback, index: int, count: int) -> StepCallback:
+    """`on_step` told of run `index` of `count` alike runs (a mode's segments) as steps of them all."""
+    return lambda done, total: on_step(index * total + done, count * total)
 
 
 def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: LatentGeometry) -> Any:

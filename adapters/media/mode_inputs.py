@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from wanjax.adapters.media.images import decode_image, read_image
-from wanjax.adapters.media.video_input import decode_video, read_video, read_whole_video
+from wanjax.adapters.media.video_input import decode_video, decode_whole_video, read_video, read_whole_video
 from wanjax.domain.modes.base import InputKind
 from wanjax.domain.requests import MAX_FRAMES
 
@@ -56,7 +56,10 @@ def read_input(kind: InputKind, given: Path | Sequence[Path], *, num_frames: int
 
 def decode_input(kind: InputKind, data: bytes, what: str, *, num_frames: int, height: int, width: int) -> Any:
     """`read_input` of a client's file (one, for every kind): its bytes, `what` naming them in errors."""
-    pixels = decode_video(data, num_frames, what) if kind.is_video else decode_image(data, what)
+    if kind.is_whole:
+        pixels = decode_whole_video(data, MAX_FRAMES, what)
+    else:
+        pixels = decode_video(data, num_frames, what) if kind.is_video else decode_image(data, what)
     return fitted(kind, pixels, height, width)
 
 

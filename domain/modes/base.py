@@ -46,6 +46,11 @@ class InputKind(enum.Enum):
         return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK, *WHOLE_VIDEOS)
 
     @property
+    def is_fitted(self) -> bool:
+        """Its pixels are at the request's size, whatever its file's (stretched or on a canvas)."""
+        return self not in (InputKind.IMAGE, InputKind.VIDEO, InputKind.WHOLE_VIDEO)
+
+    @property
     def is_whole(self) -> bool:
         """Every frame of its video is read, however many (not the first num_frames)."""
         return self in WHOLE_VIDEOS
@@ -146,8 +151,10 @@ class ModeRun:
     requests: the batch's requests (their seeds: a mode that draws noise per segment asks
       `parts.denoiser.noise(seed, shape)`); request: what they share;
     noise: the batch's starting noise [B, F', H', W', C] (a device array where the denoiser made it);
-    denoise(latents, conditioning): the denoiser's run of `plan` over latents of this geometry,
-      under the request's LoRAs, compiled as needed (conditioning of one row: it is repeated per video);
+    denoise(latents, conditioning, part=(0, 1)): the denoiser's run of `plan` over latents of this
+      geometry, under the request's LoRAs, compiled as needed (conditioning of one row: it is
+      repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
+      progress counts as those of one run;
     decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents."""
 
     requests: Sequence[GenerationRequest]
@@ -157,7 +164,7 @@ class ModeRun:
     geometry: LatentGeometry
     plan: SamplingPlan
     noise: Any
-    denoise: Callable[[Any, Conditioning], Denoised]
+    denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
@@ -213,6 +220,10 @@ class GenerationMode:
     def encoded_frames(self, request: GenerationRequest) -> int:
         """Pixel frames the VAE encodes before denoising (the memory plan's encoder pass)."""
         return 0
+
+    def output_frames(self, request: GenerationRequest) -> int:
+        """Frames of the video the request makes."""
+        return request.num_frames
 
     def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
         """GenerationRequest fields from this mode's inputs as read (by input name): each its own

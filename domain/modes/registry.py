@@ -57,28 +57,32 @@ def default_mode(model: ModelTraits) -> GenerationMode:
     return next((mode for mode in MODES if mode.default_on(model)), TEXT_TO_VIDEO)
 
 
-def mode_of_inputs(names: Collection[str], model: Callable[[], ModelTraits]) -> GenerationMode:
-    """The mode that takes the input fields `names` (as the CLI's flags give them); where several
-    do (`--video`: video-to-video or VACE), the model's default among them (`model` is asked only then)."""
-    takers = [mode for mode in MODES if set(names) <= _names(mode)]
+def mode_of_inputs(
+    names: Collection[str], model: Callable[[], ModelTraits] | None, *, over_http: bool = False
+) -> GenerationMode:
+    """The mode that takes the input fields `names` (as the CLI's flags give them; with `over_http`,
+    as the HTTP API's file fields do); where several do (`--video`: video-to-video or VACE), the
+    model's default among them (`model` is asked only then), else the one of fewest inputs (`image`
+    over HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
+    takers = [mode for mode in MODES if set(names) <= _names(mode, over_http)]
     if not takers:
         # the mode that takes most of them (the fewest inputs of its own first) names what to drop
-        nearest = max(MODES, key=lambda mode: (len(set(names) & _names(mode)), -len(mode.inputs)))
+        nearest = max(MODES, key=lambda mode: (len(set(names) & _names(mode, over_http)), -len(mode.inputs)))
         flags = {field.name: field.flag for field in input_fields()}
-        taken = " and ".join(flags[name] for name in names if name in _names(nearest))
-        dropped = " and ".join(flags[name] for name in names if name not in _names(nearest))
+        taken = " and ".join(flags[name] for name in names if name in _names(nearest, over_http))
+        dropped = " and ".join(flags[name] for name in names if name not in _names(nearest, over_http))
         raise InvalidRequestError(
             f"no one generation mode takes {' with '.join(flags[name] for name in names)}: {nearest.name} takes "
             f"{taken}; drop {dropped}, or give the inputs of one mode (`wanjax generate --help`)"
         )
     if len(takers) > 1:
-        defaults = [mode for mode in takers if mode.default_on(model())]
+        defaults = [] if model is None else [mode for mode in takers if mode.default_on(model())]
         takers = defaults or sorted(takers, key=lambda mode: len(mode.inputs))
     return takers[0]
 
 
-def _names(mode: GenerationMode) -> set[str]:
-    return {field.name for field in mode.inputs}
+def _names(mode: GenerationMode, over_http: bool = False) -> set[str]:
+    return {field.name for field in mode.inputs if field.http or not over_http}
 
 
 def input_fields() -> tuple[InputField, ...]:

@@ -16,7 +16,6 @@ import pytest
 import torch
 from PIL import Image
 
-from tiny_wan import tiny_wan_animate_pipeline
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import InvalidRequestError
@@ -28,10 +27,8 @@ SEGMENT_LATENTS = (1, 16, 1 + (SEGMENT - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)
 
 
 @pytest.fixture(scope="module")
-def folder(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny-animate")
-    tiny_wan_animate_pipeline().save_pretrained(path)
-    return path
+def folder(tiny_animate_checkpoint):
+    return tiny_animate_checkpoint
 
 
 @pytest.fixture(scope="module")

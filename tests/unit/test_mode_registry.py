@@ -64,20 +64,25 @@ def test_vace_inputs_with_another_modes_input_are_refused_on_construction():
         CONFIG.request("a fox", image=IMAGE, vace=VaceInputs())
 
 
-def test_the_tables_fields_are_request_fields_and_one_flag_is_one_input():
+def test_the_tables_fields_are_request_fields_and_one_flag_or_file_field_is_one_input():
     request_fields = set(attrs.fields_dict(GenerationRequest))
     for mode in registry.MODES:
         assert set(mode.selected_by) <= request_fields | {field.name for field in mode.inputs}, mode.name
-        assert {field.name for field in mode.inputs if field.http} <= request_fields, mode.name
-    names = {}
+    names, files = {}, {}
     for mode in registry.MODES:
         for field in mode.inputs:
             assert names.setdefault(field.flag, field.name) == field.name, field.flag
+            assert field.http is None or files.setdefault(field.http, field.name) == field.name, field.http
     assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_VACE_1_3B)).name == "VACE"
     assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_T2V_14B)).name == "video-to-video"
     assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
         "first-last-frame-to-video"
     )
+    # a client's files: read by the mode that takes them all, the one of fewest inputs where several do
+    assert registry.mode_of_inputs(["image"], None, over_http=True).name == "image-to-video"
+    assert registry.mode_of_inputs(["image", "pose_video", "face_video"], None, over_http=True).name == "animate"
+    with pytest.raises(InvalidRequestError, match="no one generation mode takes --video with --pose-video"):
+        registry.mode_of_inputs(["video", "pose_video"], None, over_http=True)
     with pytest.raises(InvalidRequestError, match="first-last-frame-to-video takes --image and --last-image; drop"):
         registry.mode_of_inputs(["image", "last_image", "reference_image"], lambda: pytest.fail("no mode takes all"))
 

@@ -111,3 +111,13 @@ def test_the_last_frame_is_the_last_slot_of_the_last_latent_frame():
     both = frame_mask(3, 2, 2, 4, last_frame=True)
     assert first[0, :, 0, 0].tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]]
     assert both[0, :, 0, 0].tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 1]]
+
+
+def test_an_animate_character_off_the_videos_canvas_is_refused_naming_the_fix():
+    """The CLI and the server place the character on a black canvas of the video's size; a
+    character given through the Python API at another size is refused, never stretched."""
+    pose, face = np.zeros((5, 32, 48, 3), np.uint8), np.zeros((5, 16, 16, 3), np.uint8)
+    inputs = {"pose_video": pose, "face_video": face}
+    assert CONFIG.request("a dancer", image=np.zeros((32, 48, 3), np.uint8), inputs=inputs).image.shape == (32, 48, 3)
+    with pytest.raises(InvalidRequestError, match="the character is 24x40, the video 48x32; give it on a black canvas"):
+        CONFIG.request("a dancer", image=np.zeros((40, 24, 3), np.uint8), inputs=inputs)

@@ -44,15 +44,16 @@ if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
 
 INPUTS = (
-    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE,
+    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE, http="input_reference",
                help="Wan Animate: the character (png/jpg), fitted onto a black canvas of the video's size"),
-    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO,
+    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
                help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
-    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO,
+    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
                help="Wan Animate: the cropped face video, at the model's face size (512x512 for Animate-14B)"),
     InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
+               http="background_video",
                help="Wan Animate replacement: the video to put the character into (with --mask)"),
-    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK,
+    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK, http="mask",
                help="Wan Animate replacement: a mask video, white where the character is"),
 )  # fmt: skip
 
@@ -95,6 +96,13 @@ class Animate(GenerationMode):
             raise InvalidRequestError(
                 "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
             )
+        if request.image.shape[:2] != (request.height, request.width):
+            height, width = request.image.shape[:2]
+            raise InvalidRequestError(
+                f"image: the character is {width}x{height}, the video {request.width}x{request.height}; give it on "
+                "a black canvas of the video's size, as `--image` places it (wanjax.adapters.media.mode_inputs."
+                "reference_canvas(image, height, width, fill=0))"
+            )
         self.segments(animate_videos(request).pose, request)
         animate_videos(request).check_size(request.height, request.width)
 
@@ -110,6 +118,9 @@ class Animate(GenerationMode):
 
     def encoded_frames(self, request: GenerationRequest) -> int:
         return request.segment_frame_length
+
+    def output_frames(self, request: GenerationRequest) -> int:
+        return len(request.input("pose_video"))
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The bench's step: the latents' grid is one segment's, the reference frame first."""
@@ -147,7 +158,7 @@ class Animate(GenerationMode):
                     pose=np.asarray(parts.autoencoder.encode_video(videos.pose[window][None])),
                     face=videos.face[window][None],
                 )  # fmt: skip
-            denoised = run.denoise(noise, conditioning)
+            denoised = run.denoise(noise, conditioning, part=(k, segments.count))
             latents.append(np.asarray(denoised.latents))
             report = denoised.cache_report
             if run.decode is None and k == segments.count - 1:
