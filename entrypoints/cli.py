@@ -13,6 +13,7 @@ import numpy as np
 
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
+from wanjax.domain.modes.registry import requested_mode
 from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
@@ -282,7 +283,8 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if is_primary():  # the only process that writes; the others' file systems may not have the folder
         latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
-        frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
+        frames = requested_mode(request).output_frames(request)  # Animate: its pose video's length
+        frames_shape = (len(requests), frames, request.height, request.width, 3)
         check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
     if plan_only or args.verbose:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
