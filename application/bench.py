@@ -27,8 +27,10 @@ from wanjax.domain.devices import device_peak
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.flops import transformer_flops_per_step
 from wanjax.domain.latents import LatentGeometry
-from wanjax.domain.memory import Workload, block_weights, check_fits
-from wanjax.domain.offload import AUTO, least_offload
+from wanjax.domain.memory import Workload, check_fits, moved_bytes
+from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
+from wanjax.domain.modes.registry import default_mode
+from wanjax.domain.offload import AUTO, least_offload, moves_components, streams_blocks
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import VaeSpec
@@ -191,11 +193,12 @@ def run_bench(options: BenchOptions) -> BenchResult:
     decode, run_memory = None, memory
     if options.vae:
         vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.settings.vae))
-        decode = jax_bench.time_decode(vae, timing.latents)
+        decode = jax_bench.time_decode(vae, timing.latents, off_device=moves_components(work.offload))
         after = jax_bench.peak_memory()  # on CPU the decode's measurement restarted the peak: the larger
         run_memory = attrs.evolve(after, bytes=max(memory.bytes, after.bytes))
     device = jax_bench.default_device()
     peak = _peak(device, bench.dtype)
+    moved = moved_bytes(work, bench.request.num_inference_steps)
     return BenchResult(
         device=device.name,
         model=options.model,
@@ -219,16 +222,10 @@ def run_bench(options: BenchOptions) -> BenchResult:
         diffusers_seconds_per_step=diffusers_seconds,
         diffusers_device=diffusers_device,
         offload=work.offload,
-        offload_bytes_per_step=_offload_bytes_per_step(work),
+        offload_bytes_per_step=moved[0],
+        offload_bytes_per_run=moved[1],
+        weights_to_device_seconds=timing.weights_to_device_seconds,
     )
-
-
-def _offload_bytes_per_step(work: Workload) -> int:
-    """What `offload=layers` copies to the device in a step: one expert's blocks, the last one twice."""
-    if work.offload != "layers":
-        return 0
-    layers = work.transformer.num_layers
-    return block_weights(work) // work.num_experts * (layers + 1) // layers
 
 
 def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None = None) -> DenoiseTiming:
@@ -244,13 +241,14 @@ def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None =
     kernels = jax_dtype(denoiser.weights_dtype) if denoiser.is_fp8 else None  # as ExpertLoading stores them
     experts = [
         random_transformer(
-            architecture.transformer, runtime, seed, kernel_dtype=kernels, blocks_in_host_memory=offload == "layers"
-        )
+            architecture.transformer, runtime, seed, kernel_dtype=kernels,
+            blocks_in_host_memory=streams_blocks(offload), all_in_host_memory=moves_components(offload),
+        )  # fmt: skip
         for seed in range(architecture.num_experts)
     ]
     options = DenoiserOptions(
         use_kv_cache=denoiser.use_kv_cache, scheduler_dtype=jax_dtype(denoiser.scheduler_dtype),
-        stream_blocks=offload == "layers",
+        stream_blocks=streams_blocks(offload), experts_off_device=moves_components(offload),
     )  # fmt: skip
     context, negative, conditioning = _inputs(bench)
     shape = bench.geometry.shape
@@ -258,22 +256,21 @@ def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None =
 
 
 def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioning]:
-    """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and, for
-    image-to-video models, random image conditioning of the shapes the real encoders give (VACE:
-    control latents)."""
+    """Random text embeddings [1, L, text_dim] (and the negative prompt's under guidance) and random
+    conditioning of the shapes the model's default mode gives it (`GenerationMode.received`: an
+    image-to-video model's image channels and CLIP tokens, a VACE model's control latents)."""
     rng = np.random.default_rng(0)
-    spec, g = bench.architecture.transformer, bench.geometry
-    text = (1, bench.settings.text_encoder.max_sequence_length, spec.text_dim)
+    a, g = bench.architecture, bench.geometry
+    text = (1, bench.settings.text_encoder.max_sequence_length, a.transformer.text_dim)
     context = rng.standard_normal(text, dtype=np.float32)
     negative = rng.standard_normal(text, dtype=np.float32) if bench.request.uses_guidance else None
-    extra, image_tokens = bench.architecture.extra_channels, bench.architecture.image_tokens
-    channels = (1, g.frames, g.height, g.width, extra)  # I2V: mask and first-frame latents
-    image = (1, image_tokens, spec.image_dim)  # CLIP tokens
-    control = (1, g.frames, g.height, g.width, spec.vace_in_channels)  # VACE: video, mask, references encoded
+    mode = default_mode(ModelTraits(transformer=a.transformer, vae=a.vae, image_conditioning=a.image_conditioning))
+    shapes = ReceivedShapes(
+        transformer=a.transformer, vae=a.vae, latent_grid=(g.frames, g.height, g.width), image_tokens=a.image_tokens
+    )
+    received = mode.received(shapes)  # in Conditioning's field order: the random draws keep that order
     conditioning = Conditioning(
-        extra_channels=rng.standard_normal(channels, dtype=np.float32) if extra else None,
-        image_context=rng.standard_normal(image, dtype=np.float32) if image_tokens else None,
-        control=rng.standard_normal(control, dtype=np.float32) if spec.is_vace else None,
+        *(None if shape is None else rng.standard_normal(shape, dtype=np.float32) for shape in received)
     )
     return context, negative, conditioning
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import loras_per_expert
+from wanjax.domain.offload import moves_components, streams_blocks
 from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
 from wanjax.domain.sharding import MeshShape
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from wanjax.adapters.jax.attention.xla import AttentionFn
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
     from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache
+    from wanjax.adapters.jax.platform.residency import Residency
     from wanjax.adapters.jax.sharding.activations import ActivationSharding
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
     from wanjax.adapters.jax.vae.runtime import VaeRuntime
@@ -70,17 +72,18 @@ def open_checkpoint(folder: Path, model: ModelSettings) -> Checkpoint:
     return checkpoint
 
 
-def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings) -> TextEncoder:
+def build_text_encoder(checkpoint: Checkpoint, settings: TextEncoderSettings, offload: str = "none") -> TextEncoder:
     """UMT5 on the section's backend, in its dtype (torch.compile'd with `compile`); with an
     embeddings cache folder wrapped in a `CachedTextEncoder`, which builds it (imports torch, or
-    puts the JAX encoder's weights on the device) only when a prompt batch is not cached."""
+    puts the JAX encoder's weights on the device) only when a prompt batch is not cached. With
+    `offload` (decided) components or all, the JAX encoder's weights wait in host memory."""
     files = checkpoint.text_encoder_files()
 
     def umt5() -> TextEncoder:
         if settings.backend == "jax":
             from wanjax.adapters.jax.text.encoder import JaxUmt5TextEncoder
 
-            return JaxUmt5TextEncoder.from_files(files, dtype=settings.dtype)
+            return JaxUmt5TextEncoder.from_files(files, dtype=settings.dtype, residency=_residency(offload))
         from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 
         return Umt5TextEncoder.from_files(files, dtype=settings.dtype, compile=settings.compile)
@@ -234,8 +237,15 @@ def build_weights_cache(startup: StartupSettings) -> ConvertedWeightsCache | Non
 
 
 def decided_offload(planner: MemoryPlanner) -> str:
-    """`offload` as set, or for `auto` as the memory plan decided (none or layers)."""
+    """`offload` as set, or for `auto` as the memory plan decided (none, components, layers or all)."""
     return planner.offload()
+
+
+def _residency(offload: str) -> Residency:
+    """Where a component's weights wait between its uses, with `offload` (decided)."""
+    from wanjax.adapters.jax.platform.residency import Residency
+
+    return Residency(off_device=moves_components(offload))
 
 
 def expert_loading(
@@ -249,7 +259,7 @@ def expert_loading(
 ) -> ExpertLoading:
     """How the experts load: fp8 kernels where asked, from `weights_cache` where it has them,
     on a `mesh` each parameter placed with its sharding from `rules`, and with `offload`
-    (decided: none or layers) "layers" the blocks' weights straight into host memory."""
+    (decided) the blocks' weights (layers) or all of them (components, all) straight into host memory."""
     from wanjax.adapters.jax.transformer.experts import ExpertLoading
     from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
@@ -257,8 +267,8 @@ def expert_loading(
     from wanjax.adapters.jax.sharding.rules import parameter_shardings
     from wanjax.adapters.jax.transformer.weights import abstract_transformer
 
-    if mesh is not None and offload == "layers":
-        raise ConfigError("offload=layers runs on one device: set the mesh sizes to 1, or offload=none")
+    if mesh is not None and offload != "none":
+        raise ConfigError(f"offload={offload} runs on one device: set the mesh sizes to 1, or offload=none")
     if mesh is None:
         placement = ReplicatedPlacement()
     else:
@@ -267,7 +277,7 @@ def expert_loading(
     kernel_dtype = jax_dtype(settings.weights_dtype) if settings.is_fp8 else None
     return ExpertLoading(
         runtime=runtime, kernel_dtype=kernel_dtype, cache=weights_cache, placement=placement,
-        blocks_in_host_memory=offload == "layers",
+        blocks_in_host_memory=streams_blocks(offload), all_in_host_memory=moves_components(offload),
     )  # fmt: skip
 
 
@@ -288,7 +298,8 @@ def build_denoiser(
         use_kv_cache=settings.use_kv_cache,
         scan_diffusion_loop=settings.scan_diffusion_loop,
         scheduler_dtype=jax_dtype(settings.scheduler_dtype),
-        stream_blocks=offload == "layers",
+        stream_blocks=streams_blocks(offload),
+        experts_off_device=moves_components(offload),
     )
     return JaxDenoiser(loading.load_all(checkpoint.transformer_spec, weights), options)
 
@@ -307,8 +318,8 @@ def build_lora_switch(denoiser: Denoiser, settings: DenoiserSettings, offload: s
     `offload` (decided) keeps the blocks' weights in host memory."""
     if not settings.request_loras:
         return None
-    if offload == "layers":
-        raise ConfigError("request_loras needs the weights on the device, but offload=auto chose offload=layers "
+    if offload != "none":
+        raise ConfigError(f"request_loras needs the weights on the device, but offload=auto chose offload={offload} "
                           "(they do not fit twice): merge the LoRAs at load (--lora) instead")  # fmt: skip
     from wanjax.adapters.jax.lora.switch import JaxLoraSwitch
 
@@ -336,11 +347,14 @@ def vae_runtime(settings: VaeSettings) -> VaeRuntime:
     )
 
 
-def build_autoencoder(checkpoint: Checkpoint, runtime: VaeRuntime, mesh: Mesh | None) -> VideoAutoencoder:
-    """The VAE; on a `mesh` its decode splits the frames spatially over every device."""
+def build_autoencoder(
+    checkpoint: Checkpoint, runtime: VaeRuntime, mesh: Mesh | None, offload: str = "none"
+) -> VideoAutoencoder:
+    """The VAE; on a `mesh` its decode splits the frames spatially over every device; with `offload`
+    (decided) components or all its weights wait in host memory between the encode and the decode."""
     from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
     from wanjax.adapters.jax.vae.sharding import SpatialSharding
     from wanjax.adapters.jax.vae.weights import load_vae
 
     vae = load_vae(checkpoint.vae_spec, runtime, checkpoint.weights("vae"))
-    return JaxVideoAutoencoder(vae, None if mesh is None else SpatialSharding(mesh))
+    return JaxVideoAutoencoder(vae, None if mesh is None else SpatialSharding(mesh), _residency(offload))

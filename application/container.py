@@ -57,7 +57,9 @@ class Container(containers.DeclarativeContainer):
     # `offload` decided: as set, or for `auto` the least the memory plan of the checked requests says fits
     offload = providers.Singleton(builders.decided_offload, memory_planner)
     
-    text_encoder = providers.Singleton(builders.build_text_encoder, checkpoint, settings.provided.text_encoder)
+    text_encoder = providers.Singleton(
+        builders.build_text_encoder, checkpoint, settings.provided.text_encoder, offload
+    )
     image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, settings.provided.model.dtype)
 
     transformer_runtime = providers.Singleton(
@@ -84,7 +86,7 @@ class Container(containers.DeclarativeContainer):
     lora_switch = providers.Singleton(builders.build_lora_switch, denoiser, settings.provided.denoiser, offload)
 
     vae_runtime = providers.Singleton(builders.vae_runtime, settings.provided.vae)
-    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh)
+    autoencoder = providers.Singleton(builders.build_autoencoder, checkpoint, vae_runtime, mesh, offload)
     tokenizer_check = providers.Callable(builders.check_tokenizer, checkpoint, settings.provided.text_encoder)
     preflight = providers.Singleton(
         Preflight, settings, checkpoint, attention.provider, vae_runtime.provider, tokenizer_check.provider

@@ -7,8 +7,9 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 
-from wanjax.domain.batch import MEDIA_FIELDS, shared_request
+from wanjax.domain.batch import shared_request
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.registry import requested_mode
 from wanjax.domain.requests import GenerationRequest
 
 
@@ -106,7 +107,7 @@ def batch_of(
 
 def _compatible(first: GenerationRequest, other: GenerationRequest) -> bool:
     """Whether the two can share a batch; never with media, which a queue holds as stand-ins."""
-    if any(getattr(request, name) is not None for request in (first, other) for name in MEDIA_FIELDS):
+    if any(requested_mode(request).inputs for request in (first, other)):
         return False
     try:
         shared_request([first, other])

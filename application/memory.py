@@ -11,7 +11,9 @@ from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
-from wanjax.domain.offload import AUTO, OFFLOAD_SETTINGS, least_offload
+from wanjax.domain.modes.base import ModelTraits
+from wanjax.domain.modes.registry import resolved_mode
+from wanjax.domain.offload import AUTO, covering, least_offload
 from wanjax.domain.requests import GenerationRequest
 
 
@@ -61,8 +63,8 @@ class MemoryPlanner:
         return MemoryPlanner(self._settings, self._checkpoint, self._size.measured()).check
 
     def offload(self) -> str:
-        """The offload the denoiser loads with: as set; for `auto`, the most any checked request
-        needed (none checked: the config's default request's)."""
+        """The offload the denoiser loads with: as set; for `auto`, what covers the choice of every
+        checked request (none checked: the config's default request's)."""
         if self._settings.denoiser.offload != AUTO:
             return self._settings.denoiser.offload
         if self._decided is None:
@@ -76,18 +78,20 @@ class MemoryPlanner:
         if self._settings.denoiser.offload != AUTO:
             return work
         choice, _ = least_offload(lambda offload: self._planned(attrs.evolve(work, offload=offload)))
-        if self._decided is None or OFFLOAD_SETTINGS.index(choice) > OFFLOAD_SETTINGS.index(self._decided):
-            self._decided = choice
+        self._decided = choice if self._decided is None else covering(self._decided, choice)
         return attrs.evolve(work, offload=choice)
 
     def _planned(self, work: Workload) -> MemoryPlan:
-        return planned_on_this_device(work, self._size)
+        plan = planned_on_this_device(work, self._size)
+        return attrs.evolve(plan, auto=self._settings.denoiser.offload == AUTO)
 
     def _workload(self, request: GenerationRequest, batch: int) -> Workload:
         settings, checkpoint = self._settings, self._checkpoint
         denoiser, mesh = settings.denoiser, settings.mesh.shape
         spec, vae = checkpoint.transformer_spec, checkpoint.vae_spec
-        geometry = LatentGeometry.of(request, spec, vae)
+        mode = resolved_mode(request, ModelTraits.of(checkpoint))
+        video = LatentGeometry.of(request, spec, vae)
+        geometry = mode.geometry(request, video)  # what is denoised (VACE: its reference frames too)
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
         return Workload(
             transformer=spec,
@@ -104,11 +108,11 @@ class MemoryPlanner:
             vae_parameters=checkpoint.weights("vae").parameter_count(),
             vae_dtype=settings.vae.dtype,
             vae_decode_chunk=settings.vae.decode_chunk,
-            latent_frames=geometry.frames,
+            latent_frames=video.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
             vae_convolution=settings.vae.convolution,
-            vae_encode_frames=request.num_frames if _encodes(request) else 0,
+            vae_encode_frames=mode.encoded_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,
@@ -120,12 +124,6 @@ class MemoryPlanner:
             devices=mesh.num_devices,
             offload=denoiser.offload,
         )
-
-
-def _encodes(request: GenerationRequest) -> bool:
-    """Whether the VAE encodes a video of the request's frames first (an image or two placed in one,
-    a source video, VACE's control video)."""
-    return any(x is not None for x in (request.image, request.last_image, request.video, request.vace))
 
 
 def planned_on_this_device(work: Workload, size: DeviceSize = DeviceSize()) -> MemoryPlan:

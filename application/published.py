@@ -6,6 +6,7 @@ from __future__ import annotations
 import attrs
 
 from wanjax.domain.architectures import UMT5_XXL_ENCODER_PARAMETERS, Architecture, published_architecture
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
@@ -37,6 +38,10 @@ class PublishedCheckpoint:
     @property
     def vae_spec(self) -> VaeSpec:
         return self.architecture.vae
+
+    @property
+    def image_conditioning(self) -> ImageConditioning:
+        return self.architecture.image_conditioning
 
     @property
     def experts(self) -> tuple[str, ...]:

@@ -13,23 +13,30 @@ import numpy as np
 
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
-from wanjax.application.vace import reference_frames, request_control, vace_geometry
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
-from wanjax.domain.conditioning import Conditioning, ImageConditioning, frame_mask
+from wanjax.domain.conditioning import Conditioning, ImageConditioning
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.lora import LoraSet, loras_per_expert
-from wanjax.domain.modes import check_inputs
+from wanjax.domain.modes.base import GenerationMode, ModelTraits, ModeRun, array_namespace
+from wanjax.domain.modes.registry import mode_for
 from wanjax.domain.plan import plan_sampling
-from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, StepCallback, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import (
+    Denoised,
+    Denoiser,
+    ImageEncoder,
+    LoraSwitch,
+    StepCallback,
+    TextEncoder,
+    VideoAutoencoder,
+)
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.settings import TextEncoderSettings
 from wanjax.domain.sharding import MeshShape
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 from wanjax.domain.tracing import TimingTrace
-from wanjax.domain.video_to_video import noised_latents
 from wanjax.domain.warmup import warmup_request
 
 OUTPUT_TYPES = ("frames", "latent")
@@ -67,6 +74,11 @@ class ModelComponents:
     lora_check: Callable[[LoraSet], None] | None = None
     """Checks a request's LoRAs (per expert) before loading; None: requests may carry none."""
     lora_switch: Callable[[], LoraSwitch | None] = lambda: None
+
+    @property
+    def traits(self) -> ModelTraits:
+        """What the generation modes ask of this model."""
+        return ModelTraits.of(self)
 
 
 @attrs.frozen
@@ -151,9 +163,13 @@ class GenerationService:
 
     def geometry(self, request: GenerationRequest) -> LatentGeometry:
         """The latent shape of `request`; raises before any load if the model cannot make it."""
+        return self._mode_geometry(request)[1]
+
+    def _mode_geometry(self, request: GenerationRequest) -> tuple[GenerationMode, LatentGeometry]:
+        """`request`'s mode on this model (checked) and the latents it denoises."""
         c = self._components
-        check_inputs(request, c.image_conditioning, c.transformer_spec)
-        return vace_geometry(request, c.transformer_spec, LatentGeometry.of(request, c.transformer_spec, c.vae_spec))
+        mode = mode_for(request, c.traits)
+        return mode, mode.geometry(request, LatentGeometry.of(request, c.transformer_spec, c.vae_spec))
 
     def load(self, trace: TimingTrace | None = None) -> LoadedModel:
         """Builds every component once. The transformer(s), then the VAE, load on this thread while
@@ -250,7 +266,8 @@ class GenerationService:
             raise InvalidRequestError(f"output_type={output_type!r}: must be one of {', '.join(OUTPUT_TYPES)}")
         loras = self._check(requests)
         request = shared_request(requests)
-        geometry = attrs.evolve(self.geometry(request), batch=len(requests))
+        mode, geometry = self._mode_geometry(request)
+        geometry = attrs.evolve(geometry, batch=len(requests))
         if initial_latents is not None:
             geometry.check_diffusers_latents(initial_latents)
         c = self._components
@@ -263,63 +280,48 @@ class GenerationService:
             context, negative_context = encode_prompts(
                 model.text_encoder, requests, self._max_sequence_length, batched=self._batched_text_encoder
             )
-            conditioning = _repeated(self._image_conditioning(request, geometry, model), len(requests))
             if initial_latents is None:
-                latents: Any = _noise(model.denoiser, requests, geometry)
+                noise: Any = _noise(model.denoiser, requests, geometry)
             else:
-                latents = geometry.from_diffusers_layout(initial_latents)
-            if request.video is not None:
-                video = request.video[: request.num_frames]
-                encoded = model.autoencoder.encode_frames(video, request.height, request.width)
-                latents = noised_latents(encoded, latents, plan.solver.sigmas[0])
+                noise = geometry.from_diffusers_layout(initial_latents)
 
-        with ExitStack() as applied:
-            if model.lora_switch is not None:
-                with trace.span("loras"):  # a switch to other LoRAs merges them here
-                    applied.enter_context(model.lora_switch.applied(loras))
+        def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
+            conditioning = _repeated(conditioning, len(requests))
+            steps = None if on_step is None else _spanning(on_step, *part)
+            with ExitStack() as applied:
+                if model.lora_switch is not None:
+                    with trace.span("loras"):  # a switch to other LoRAs merges them here
+                        applied.enter_context(model.lora_switch.applied(loras))
+                with trace.span("compile"):
+                    model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
+                with trace.span("denoise"):
+                    return model.denoiser.denoise(latents, plan, context, negative_context, steps, conditioning)
+
+        def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):
-                model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
-            with trace.span("denoise"):
-                denoised = model.denoiser.denoise(latents, plan, context, negative_context, on_step, conditioning)
-        latents, report = denoised.latents, denoised.cache_report
-        references = reference_frames(request)
+                model.autoencoder.prepare(latents)
+            with trace.span("vae_decode"):
+                return model.autoencoder.decode_to_uint8(latents)
+
+        run = ModeRun(
+            requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
+            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, span=trace.span,
+        )  # fmt: skip
+        generated = mode.generate(run)
+        report = generated.cache_report
         calibration = None
         if request.cache.magcache_calibration:
             calibration = calibrate_curve(report.residual_norms, plan.experts)
         if output_type == "latent":
-            array = geometry.to_diffusers_layout(np.asarray(latents))
+            array = geometry.to_diffusers_layout(np.asarray(generated.latents))
         else:
-            latents = latents[:, references:]  # VACE: the reference images' frames are not video
-            with trace.span("compile"):
-                model.autoencoder.prepare(latents)
-            with trace.span("vae_decode"):
-                array = model.autoencoder.decode_to_uint8(latents)
+            array = generated.frames
         return GenerationResult(array, output_type, trace, cache_report=report, calibration=calibration)
 
-    def _image_conditioning(
-        self, request: GenerationRequest, geometry: LatentGeometry, model: LoadedModel
-    ) -> Conditioning:
-        image, last, mode = request.image, request.last_image, self._components.image_conditioning
-        if self._components.transformer_spec.is_vace:
-            control = request_control(request, model.autoencoder, self._components.vae_spec)
-            return Conditioning(control=control)
-        if image is None:
-            return Conditioning()
-        size = (request.height, request.width)
-        if mode is ImageConditioning.FIRST_FRAME:
-            return Conditioning(first_frame=model.autoencoder.encode_image(image, *size, num_frames=1))
-        image_latents = model.autoencoder.encode_image(image, *size, request.num_frames, last)
-        temporal = self._components.vae_spec.temporal_compression
-        mask = frame_mask(geometry.frames, geometry.height, geometry.width, temporal, last_frame=last is not None)
-        image_context = None
-        if model.image_encoder is not None:
-            # FLF2V: both frames' CLIP tokens as one sequence, the first frame's first (as diffusers'
-            # image embedder concatenates them before its position embedding)
-            tokens = model.image_encoder.encode([image] if last is None else [image, last])
-            image_context = tokens.reshape(1, -1, tokens.shape[-1])
-        xp = array_namespace(image_latents)
-        extra_channels = xp.concat([xp.asarray(mask), image_latents], axis=-1)
-        return Conditioning(extra_channels=extra_channels, image_context=image_context)
+
+def _spanning(on_step: StepCallback, index: int, count: int) -> StepCallback:
+    """`on_step` told of run `index` of `count` alike runs (a mode's segments) as steps of them all."""
+    return lambda done, total: on_step(index * total + done, count * total)
 
 
 def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: LatentGeometry) -> Any:
@@ -336,9 +338,3 @@ def _repeated(conditioning: Conditioning, batch: int) -> Conditioning:
     if batch == 1:
         return conditioning
     return Conditioning(*(None if a is None else array_namespace(a).repeat(a, batch, axis=0) for a in conditioning))
-
-
-def array_namespace(array: Any) -> Any:
-    """The array API namespace of `array` (jax.numpy for a device array, numpy for a host one), so
-    that arrays an adapter left on its device are combined there, never copied through the host."""
-    return array.__array_namespace__() if hasattr(array, "__array_namespace__") else np

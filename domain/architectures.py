@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import attrs
 
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import UnsupportedModelError
-from wanjax.domain.specs import TransformerSpec, VaeSpec
+from wanjax.domain.specs import AnimateSpec, TransformerSpec, VaeSpec
 
 WAN21_T2V_1_3B = TransformerSpec(
     patch_size=(1, 2, 2), num_attention_heads=12, attention_head_dim=128, in_channels=16,
@@ -34,6 +35,11 @@ WAN22_TI2V_5B = attrs.evolve(
 WAN21_VACE_1_3B = attrs.evolve(WAN21_T2V_1_3B, vace_layers=tuple(range(0, 30, 2)), vace_in_channels=96)
 WAN21_VACE_14B = attrs.evolve(WAN21_T2V_14B, vace_layers=tuple(range(0, 40, 5)), vace_in_channels=96)
 
+# Wan 2.2 Animate: the Wan 2.1 I2V transformer plus pose embedding, motion and face encoders and a face
+# adapter after every 5th block; Wan-AI/Wan2.2-Animate-14B-Diffusers' config is diffusers' defaults
+# of WanAnimateTransformer3DModel (the official wan_animate_14B config: dim 5120, 40 heads and layers).
+WAN22_ANIMATE_14B = attrs.evolve(WAN21_I2V_14B, animate=AnimateSpec())
+
 WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
 WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
 
@@ -55,11 +61,20 @@ class Architecture:
     num_experts: int = 1
     boundary_ratio: float | None = None
     image_tokens: int = 0
+    first_frame: bool = False
+    """Wan 2.2 TI2V: an input image replaces the first latent frame."""
 
     @property
     def extra_channels(self) -> int:
         """Input channels beyond the latents: I2V's mask and first-frame latents."""
         return self.transformer.in_channels - self.vae.z_dim
+
+    @property
+    def image_conditioning(self) -> ImageConditioning:
+        """What the model does with an input image (as a checkpoint's files tell it)."""
+        if self.extra_channels:
+            return ImageConditioning.CHANNELS
+        return ImageConditioning.FIRST_FRAME if self.first_frame else ImageConditioning.NONE
 
 
 def _i2v(transformer: TransformerSpec, images: int) -> Architecture:
@@ -80,7 +95,8 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Wan-AI/Wan2.2-I2V-A14B-Diffusers": Architecture(
         transformer=WAN22_I2V_A14B, vae=WAN21_VAE, num_experts=2, boundary_ratio=0.9
     ),
-    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE),
+    "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE, first_frame=True),
+    "Wan-AI/Wan2.2-Animate-14B-Diffusers": _i2v(WAN22_ANIMATE_14B, 1),
 }
 
 

@@ -6,7 +6,7 @@ The videos of a batch may differ only in what never changes a shape or the sampl
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 import numpy as np
@@ -15,8 +15,6 @@ from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 
 PER_VIDEO_FIELDS = ("prompt", "negative_prompt", "seed")
-MEDIA_FIELDS = ("image", "last_image", "video")
-"""Input pixels: arrays, compared by value (a batch shares them)."""
 
 
 def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
@@ -31,10 +29,9 @@ def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
                 "(make one with config.request(prompt, ...))"
             )
     first = requests[0]
-    shared = [f.name for f in attrs.fields(GenerationRequest) if f.name not in (*PER_VIDEO_FIELDS, *MEDIA_FIELDS)]
+    shared = [f.name for f in attrs.fields(GenerationRequest) if f.name not in PER_VIDEO_FIELDS]
     for index, request in enumerate(requests[1:], start=1):
-        differing = [name for name in shared if getattr(request, name) != getattr(first, name)]
-        differing += [name for name in MEDIA_FIELDS if not _same_pixels(getattr(request, name), getattr(first, name))]
+        differing = [name for name in shared if not _same(getattr(request, name), getattr(first, name))]
         if differing:
             raise InvalidRequestError(
                 f"request {index} of the batch differs from request 0 in {', '.join(differing)}; "
@@ -43,5 +40,13 @@ def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
     return first
 
 
-def _same_pixels(a: np.ndarray | None, b: np.ndarray | None) -> bool:
-    return (a is None and b is None) or (a is not None and b is not None and np.array_equal(a, b))
+def _same(a: object, b: object) -> bool:
+    """Equal values; input pixels (arrays, a mode's `inputs`) by value, so a batch may share copies
+    of one image."""
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and np.array_equal(a, b)
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, tuple) and isinstance(b, tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b

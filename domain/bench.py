@@ -62,6 +62,8 @@ class BenchResult:
     diffusers_device: str | None = None
     offload: str = "none"
     offload_bytes_per_step: int = 0  # host -> device weight bytes of one step (offload=layers)
+    offload_bytes_per_run: int = 0  # the same over the run's steps and each component's moves (components)
+    weights_to_device_seconds: float | None = None  # offload=components: one expert's copy to the device
 
     @property
     def flops_per_second(self) -> float:
@@ -102,7 +104,10 @@ class BenchResult:
             "compile_seconds": self.compile_seconds,
             "offload": self.offload,
             "offload_bytes_per_step": self.offload_bytes_per_step,
+            "offload_bytes_per_run": self.offload_bytes_per_run,
         }
+        if self.weights_to_device_seconds is not None:
+            record.update(weights_to_device_seconds=self.weights_to_device_seconds)
         if self.vae_seconds is not None:
             record.update(vae_seconds=self.vae_seconds, vae_compile_seconds=self.vae_compile_seconds)
         if self.vae_memory is not None:

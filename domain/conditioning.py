@@ -1,11 +1,10 @@
-"""Image conditioning: how a Wan model takes its input image, and the arrays the denoiser needs."""
+"""Conditioning: how a Wan model takes its input image, and the arrays the denoiser receives
+(each mode of domain/modes/ fills its own)."""
 
 from __future__ import annotations
 
 import enum
 from typing import Any, NamedTuple
-
-import numpy as np
 
 
 class ImageConditioning(enum.Enum):
@@ -25,6 +24,10 @@ class Conditioning(NamedTuple):
     control: [B, Fc' <= F', H', W', Cv] VACE control latents (Wan 2.1 VACE: video, mask and
       reference images encoded, Cv = 96), read by the VACE blocks at every step.
     control_scale: [] or [V] (one per VACE layer): the hints' conditioning scale (None: 1).
+    pose: [B, F' - 1, H', W', C] Wan Animate's pose latents (one segment's), for every latent frame
+      after the reference frame, read by the pose patch embedding at every step.
+    face: [B, T, S, S, 3] Wan Animate's face video (the segment's T pixel frames) in [-1, 1], read by
+      the motion encoder; the unconditional rows get a blank face (all -1), as diffusers.
     """
 
     extra_channels: Any = None
@@ -32,21 +35,6 @@ class Conditioning(NamedTuple):
     first_frame: Any = None
     control: Any = None
     control_scale: Any = None
+    pose: Any = None
+    face: Any = None
 
-
-def frame_mask(
-    latent_frames: int, height: int, width: int, temporal_compression: int, *, last_frame: bool = False
-) -> np.ndarray:
-    """[1, F', H', W', temporal_compression] float32: which pixel frames are given (1) or generated (0).
-
-    Pixel frame 0 is its own latent frame, so it is repeated to fill latent frame 0's
-    `temporal_compression` slots; latent frame f > 0 holds pixel frames
-    (f - 1) * temporal_compression + 1 .. f * temporal_compression, one per slot. I2V gives
-    frame 0; FLF2V (`last_frame`) also the last pixel frame, the last slot of the last latent
-    frame (diffusers' WanImageToVideoPipeline with `last_image`).
-    """
-    mask = np.zeros((1, latent_frames, height, width, temporal_compression), dtype=np.float32)
-    mask[:, 0] = 1.0
-    if last_frame:
-        mask[:, -1, :, :, -1] = 1.0
-    return mask

@@ -8,8 +8,12 @@ checkpoint's headers (or the architecture, for `wanjax bench`).
 Resident through the run: the transformer weights (every expert), with per-request LoRAs a
 merged copy of them (at most all of them) and the LoRA factor cache, the VAE weights, the
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
-runtime baseline. On top of them, the largest transient: one denoising step's activations,
-the VAE decode's, or the VAE encode's (where the request encodes a video or an image first).
+runtime baseline. On top of them, the largest phase's transient: one denoising step's
+activations, the VAE decode's, or the VAE encode's (where the request encodes a video or an
+image first). With `offload=components` a component's weights belong to the phase it works
+in (the text encoder's to the text encoding, one expert and the KV cache to the denoising, the
+VAE's to its encode and decode), so the peak is the largest phase, not the sum; the host then
+holds every component's weights, listed apart (domain/offload.py).
 
 The activation coefficients are XLA's own buffer assignment on CPU, fitted over the 1.3B,
 5B and 14B architectures at 4680 and 9360 tokens (`compiled.memory_analysis()`, fp32,
@@ -32,8 +36,10 @@ import math
 
 import attrs
 
+from wanjax.domain.modes.animate.parameters import animate_parameters
 from wanjax.domain.attention import MATERIALISES_LOGITS
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.offload import OFFLOAD_ORDER, moves_components, streams_blocks
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 GIB = 2**30
@@ -105,7 +111,7 @@ class Workload:
     row_shards: int = 1
     token_shards: int = 1
     devices: int = 1
-    offload: str = "none"  # "layers": the blocks' weights in host memory, two on the device (domain/offload.py)
+    offload: str = "none"  # where the weights wait between their uses (domain/offload.py)
 
 
 @attrs.frozen
@@ -120,6 +126,9 @@ class MemoryPlan:
     host_parts: tuple[tuple[str, int], ...] = ()
     host_available: int | None = None
     offload: str = "none"
+    phases: tuple[tuple[str, int], ...] = ()  # each phase's device total; `parts` are the largest's
+    peak_phase: str = ""
+    auto: bool = False  # `offload` was chosen by offload=auto
 
     @property
     def peak(self) -> int:
@@ -138,11 +147,15 @@ class MemoryPlan:
         return (self.available is None or self.peak <= self.available) and self.fits_host
 
     def summary(self) -> str:
-        lines = [f"memory plan ({self.where}, offload={self.offload}):"]
+        chosen = " (chosen by offload=auto: the least offload that fits)" if self.auto else ""
+        lines = [f"memory plan ({self.where}, offload={self.offload}{chosen}):"]
         lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.parts]
-        lines.append(f"  {'estimated peak':<34} {self.peak / GIB:8.2f} GiB")
+        lines.append(f"  {'estimated peak (' + self.peak_phase + ')':<34} {self.peak / GIB:8.2f} GiB")
         if self.available is not None:
             lines.append(f"  {'available':<34} {self.available / GIB:8.2f} GiB")
+        if self.where != "cpu" and len(self.phases) > 1:
+            lines.append("each phase's device total:")
+            lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.phases]
         if self.host_parts:
             lines.append("host memory:")
             lines += [f"  {name:<34} {size / GIB:8.2f} GiB" for name, size in self.host_parts]
@@ -170,44 +183,94 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
         hints = len(spec.vace_layers)
         total += linear(p * spec.vace_in_channels, d) + linear(d, d) + hints * (block + linear(d, d))
         block_kernels += hints * (kernels + d * d)
-    return total, block_kernels
+    return total + animate_parameters(spec), block_kernels
 
 
 def plan_memory(
     work: Workload, *, platform: str, available: int | None, host_available: int | None = None
 ) -> MemoryPlan:
-    """The estimated peak of `work` on `platform` ("cpu", "gpu", "tpu"), parts named; with
-    `offload=layers` the blocks' weights counted in host memory, two blocks on the device."""
-    weights, blocks = _transformer_weights(work), block_weights(work)
-    host_parts = ()
-    if work.offload == "layers":
-        per_block = blocks // (work.num_experts * work.transformer.num_layers)
-        parts = [("transformer weights, 2 blocks", weights - blocks + 2 * per_block)]
-        host_parts = (("transformer blocks' weights", blocks),)
+    """The estimated peak of `work` on `platform` ("cpu", "gpu", "tpu"), parts named: what stays on
+    the device for the whole run plus the largest phase's own parts (domain/offload.py says what
+    each `offload` keeps in host memory, listed apart)."""
+    resident, phases, host_parts = _placed_parts(work, platform)
+    resident.append(("runtime baseline", RUNTIME_BASELINE.get(platform, GIB)))
+    totals = tuple((name, sum(size for _, size in resident + parts)) for name, parts in phases.items())
+    peak_phase = max(phases, key=lambda name: sum(size for _, size in phases[name]))
+    parts = tuple(resident[:-1] + phases[peak_phase] + resident[-1:])
+    return MemoryPlan(parts, available, platform, tuple(host_parts), host_available, work.offload, totals, peak_phase)
+
+
+Parts = list[tuple[str, int]]
+
+
+def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts], Parts]:
+    """(parts on the device for the whole run, each phase's own parts, parts in host memory). A
+    phase's transient activations are its own whatever the offload; with `components` so are the
+    weights of the component working in it."""
+    transformer, host = _transformer_parts(work)
+    vae = [("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype])] if work.vae is not None else []
+    text, movable_text = [], []
+    if work.text_encoder_parameters and work.text_encoder_backend == "jax":  # torch's is in host memory off CPU
+        movable_text = [("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype])]
+    elif platform == "cpu" and work.text_encoder_parameters:
+        text = [
+            ("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]),
+            ("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME),  # unless the prompts are cached
+        ]
+    if moves_components(work.offload):
+        resident, own = text, {"text": movable_text, "denoising": transformer, "VAE": vae}
+        host += vae + movable_text
     else:
-        parts = [("transformer weights", weights)]
-    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
-        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
-    if work.kv_cache:
-        parts.append(("cross-attention KV cache", _kv_cache(work)))
+        resident, own = transformer + vae + movable_text + text, {"text": [], "denoising": [], "VAE": []}
+    phases = {"text encoding": own["text"]} if own["text"] else {}
+    phases["denoising"] = own["denoising"] + [("denoising step activations", _step_activations(work, platform))]
     if work.vae is not None:
-        parts.append(("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype]))
-    on_device = work.text_encoder_backend == "jax"  # else torch holds it in host memory off CPU
-    if work.text_encoder_parameters and (platform == "cpu" or on_device):
-        parts.append(("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]))
-        if not on_device:
-            parts.append(("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME))  # unless the prompts are cached
-    transients = [("denoising step activations", _step_activations(work, platform))]
-    if work.vae is not None:
-        transients.append(("VAE decode activations", _vae_decode(work)))
         if work.vae_encode_frames:
             encode = vae_encode_bytes(
                 work.vae, work.pixels, work.vae_encode_frames, work.vae_encode_chunk, work.vae_tile, dtype=work.vae_dtype
             )  # fmt: skip
-            transients.append(("VAE encode activations", encode))
-    parts.append(max(transients, key=lambda part: part[1]))
-    parts.append(("runtime baseline", RUNTIME_BASELINE.get(platform, GIB)))
-    return MemoryPlan(tuple(parts), available, platform, host_parts, host_available, work.offload)
+            phases["VAE encode"] = own["VAE"] + [("VAE encode activations", encode)]
+        phases["VAE decode"] = own["VAE"] + [("VAE decode activations", _vae_decode(work))]
+    return resident, phases, host
+
+
+def _transformer_parts(work: Workload) -> tuple[Parts, Parts]:
+    """(the transformer's parts on the device while it denoises, its weights in host memory): every
+    expert or one (`components`), each whole or its non-block weights and two blocks (`layers`)."""
+    weights, blocks = _transformer_weights(work), block_weights(work)
+    experts, streams = work.num_experts, streams_blocks(work.offload)
+    working = 1 if moves_components(work.offload) else experts
+    on_device = (weights - blocks) // experts * working
+    on_device += 2 * blocks // (experts * work.transformer.num_layers) if streams else blocks // experts * working
+    name = "transformer weights" + (", 2 blocks" if streams else ", one expert" if working < experts else "")
+    parts = [(name, on_device)]
+    if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
+        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
+    if work.kv_cache:
+        parts.append(("cross-attention KV cache", _kv_cache(work)))
+    if moves_components(work.offload):
+        return parts, [("transformer weights", weights)]
+    return parts, [("transformer blocks' weights", blocks)] if streams else []
+
+
+def moved_bytes(work: Workload, steps: int) -> tuple[int, int]:
+    """(bytes of weights copied from host to device memory in one denoising step, in a whole run of
+    `steps` steps and the VAE's uses) under `work.offload`: `layers` copies one expert's blocks per step,
+    the last one twice; `components` each expert once and the VAE once per use (encode, decode) and
+    the JAX text encoder once; `all` both, the experts less their blocks."""
+    per_step = 0
+    if streams_blocks(work.offload):
+        layers = work.transformer.num_layers
+        per_step = block_weights(work) // work.num_experts * (layers + 1) // layers
+    per_run = steps * per_step
+    if moves_components(work.offload):
+        weights = _transformer_weights(work)
+        per_run += weights - block_weights(work) if streams_blocks(work.offload) else weights
+        uses = (work.vae is not None) + (work.vae is not None and work.vae_encode_frames > 0)
+        per_run += uses * work.vae_parameters * DTYPE_BYTES[work.vae_dtype]
+        if work.text_encoder_backend == "jax":
+            per_run += work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]
+    return per_step, per_run
 
 
 def _transformer_weights(work: Workload) -> int:
@@ -221,9 +284,9 @@ def _transformer_weights(work: Workload) -> int:
 
 def block_weights(work: Workload) -> int:
     """Every expert's base blocks' share of `_transformer_weights` (what `offload=layers` keeps in host memory;
-    a VACE model's VACE blocks stay on the device)."""
+    a VACE model's VACE blocks and an Animate model's additions stay on the device)."""
     spec = work.transformer
-    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None)
+    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None, animate=None)
     one, two = (transformer_parameters(attrs.evolve(base, num_layers=n)) for n in (1, 2))
     block, kernels = two[0] - one[0], two[1] - one[1]  # one block: all its parameters, its matmul kernels
     fp8 = work.weights_dtype == "float8_e4m3fn"
@@ -341,12 +404,12 @@ def vae_encoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
 
 def advice(plan: MemoryPlan, work: Workload) -> list[str]:
     """Settings that lower the largest parts of a plan that does not fit, most effective first."""
-    sizes = dict(plan.parts)
+    sizes = dict(plan.parts) | {"transformer weights": _transformer_share(plan)}
     options = []
     if not plan.fits_host:
-        options.append("--set offload=none (the blocks' weights on the device), or a machine with more host memory")
-    if work.offload == "none" and sizes.get("transformer weights", 0) > 0.3 * plan.peak:
-        options.append("--set offload=layers (the blocks' weights in host memory, two blocks at a time on the device)")
+        options.append("--set offload=none (every weight on the device), or a machine with more host memory")
+    fitting, lowering = _offload_advice(plan, work)
+    options += fitting
     if work.attention in MATERIALISES_LOGITS:
         options.append("--set attention=auto (a kernel that never holds the whole logit matrix)")
     if sizes.get("transformer weights", 0) > 0.3 * plan.peak and work.weights_dtype != "float8_e4m3fn":
@@ -360,9 +423,41 @@ def advice(plan: MemoryPlan, work: Workload) -> list[str]:
         options.append("--set vae_decode_chunk=1")
     if work.activations_dtype == "float32":
         options.append("--dtype bfloat16 (half the activations and weights)")
+    options += lowering
     options.append("a mesh over several devices (--set mesh_fsdp=N / mesh_context=N; README, 'Several devices')")
     options.append("a smaller --height/--width or fewer --num-frames")
     return options
+
+
+OFFLOAD_EFFECTS = {
+    "components": "each component's weights on the device only while it works: the text encoder, the idle expert "
+    "and the VAE wait in host memory",
+    "layers": "the blocks' weights in host memory, two blocks at a time on the device",
+    "all": "components and layers together",
+}
+
+
+def _offload_advice(plan: MemoryPlan, work: Workload) -> tuple[list[str], list[str]]:
+    """The stronger `offload` settings, each with its device peak and host bytes: those whose device
+    peak fits, and else the one that lowers the peak most, where that is by a tenth or more."""
+    if not plan.fits_host or plan.where == "cpu":
+        return [], []
+    fitting, lowest = [], None
+    for choice in OFFLOAD_ORDER[OFFLOAD_ORDER.index(work.offload) + 1 :]:
+        other = plan_memory(attrs.evolve(work, offload=choice), platform=plan.where, available=plan.available)
+        option = (
+            f"--set offload={choice} ({OFFLOAD_EFFECTS[choice]}; device peak {other.peak / GIB:.1f} GiB, "
+            f"{other.host / GIB:.1f} GiB of host memory)"
+        )
+        if other.fits:
+            fitting.append(option)
+        elif other.peak <= 0.9 * plan.peak and (lowest is None or other.peak < lowest[0]):
+            lowest = (other.peak, option)
+    return fitting, [] if fitting or lowest is None else [lowest[1]]
+
+
+def _transformer_share(plan: MemoryPlan) -> int:
+    return sum(size for name, size in plan.parts if name.startswith("transformer weights"))
 
 
 def check_fits(plan: MemoryPlan, work: Workload) -> None:

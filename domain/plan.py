@@ -9,7 +9,7 @@ from wanjax.domain.caching import CachePlan, plan_cache
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, few_step_euler_table, sampler_table
-from wanjax.domain.video_to_video import first_denoising_step
+from wanjax.domain.modes.registry import requested_mode
 
 HIGH_NOISE, LOW_NOISE = 0, 1  # expert indices: Wan 2.2's `transformer` and `transformer_2`
 
@@ -69,11 +69,11 @@ def plan_sampling(
     request: GenerationRequest, *, num_experts: int = 1, model_boundary_ratio: float | None = None
 ) -> SamplingPlan:
     """The plan for `request` on a model with `num_experts` transformers (1, or 2 for Wan 2.2 A14B).
-    Video-to-video runs the last steps of the schedule its strength keeps (`first_denoising_step`)."""
+    A mode may skip the first steps (video-to-video runs the last steps its strength keeps)."""
     steps, shift = request.num_inference_steps, request.flow_shift
     if request.sample_timesteps is not None:
         steps = len(request.sample_timesteps)
-    first = 0 if request.video is None else first_denoising_step(steps, request.denoising_strength)
+    first = requested_mode(request).first_step(request, steps)
     if request.sample_timesteps is not None:
         solver = few_step_euler_table(request.sample_timesteps[first:], shift)
     else:

@@ -117,6 +117,11 @@ class VideoAutoencoder(Protocol):
         """Frames [B, F, H, W, 3] uint8."""
         ...
 
+    def decode_to_unit(self, latents: Any) -> Any:
+        """Frames [B, F, H, W, 3] float32 in [0, 1], left on the device (Wan Animate conditions each
+        segment on the previous one's last frames before they are rounded)."""
+        ...
+
 
 class JobStore(Protocol):
     """Durable job records: a job `add`ed is on disk when `add` returns, and survives a kill. Each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import attrs
@@ -17,8 +18,11 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.video_to_video import DEFAULT_STRENGTH, first_denoising_step
-from wanjax.domain.vace import VaceInputs
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
+from wanjax.domain.modes.base import InputKind
+from wanjax.domain.modes.registry import input_kind, requested_mode
+from wanjax.domain.modes.vace import VaceInputs
+from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -118,24 +122,40 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         )  # fmt: skip
 
 
-def _optional_pixels(layout: str):
-    """Checks an optional uint8 RGB array of `layout` ("[H, W, 3]" for an image, "[F, H, W, 3]" for frames)."""
-    ndim, what = (3, "RGB pixels") if layout == "[H, W, 3]" else (4, "RGB frames")
+def _optional_pixels(kind: InputKind):
+    """Checks an optional input of `kind` (its pixels: domain/modes/base.InputKind)."""
 
     def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-        if value is None:
-            return
-        if not isinstance(value, np.ndarray) or value.dtype != np.uint8 or value.ndim != ndim or value.shape[-1] != 3:
-            shape = getattr(value, "shape", None)
-            _fail(attribute.name, f"<{type(value).__name__} {shape}>", f"must be {what}, a uint8 array {layout}")
-        if min(value.shape[:-1]) < 1:
-            _fail(attribute.name, f"<array {value.shape}>", "is empty")
+        if value is not None:
+            kind.check(attribute.name, value)
 
     return check
 
 
-_optional_image = _optional_pixels("[H, W, 3]")
-_optional_frames = _optional_pixels("[F, H, W, 3]")
+_optional_image = _optional_pixels(InputKind.IMAGE)
+_optional_frames = _optional_pixels(InputKind.VIDEO)
+
+
+def _inputs(value: Any) -> Mapping[str, Any]:
+    """A mode's own inputs, by input name: each a registered mode's input with no field of its own
+    here, its pixels as its kind takes them."""
+    if not isinstance(value, Mapping):
+        _fail("inputs", value, "must be a mapping of input name -> pixels (e.g. {'pose_video': frames})")
+    for name, pixels in value.items():
+        kind = input_kind(name)
+        if kind is None or name in attrs.fields_dict(GenerationRequest):
+            _fail("inputs", f"<{name!r}: ...>", f"{name!r} is no generation mode's own input (domain/modes/)")
+        kind.check(name, pixels)
+    return dict(value)
+
+
+def media_fields(media: Mapping[str, Any]) -> dict[str, Any]:
+    """GenerationRequest's keyword arguments for input media by input name: a field of its own
+    where the request has one (`image`), else an entry of `inputs`."""
+    own = attrs.fields_dict(GenerationRequest)
+    fields = {name: pixels for name, pixels in media.items() if name in own}
+    others = {name: pixels for name, pixels in media.items() if name not in own}
+    return {**fields, "inputs": others} if others else fields
 
 
 def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
@@ -176,8 +196,9 @@ def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) 
 
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
-    """One generation (from text, a first frame, first and last frames, or a video): the prompt,
-    the input media and every sampling choice, resolved."""
+    """One generation (from text, a first frame, first and last frames, a video, or VACE's inputs):
+    the prompt, the input media and every sampling choice, resolved. Which mode the media select,
+    and that mode's rules, are `domain/modes/`'s."""
 
     prompt: str = attrs.field(validator=_prompt)
     negative_prompt: str = attrs.field(default="", validator=_text)
@@ -217,6 +238,13 @@ class GenerationRequest:
         default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
     )
     """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
+    inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
+    """The inputs of modes whose inputs have no field of their own above, by input name
+    (domain/modes/: each mode's `InputField`s), each checked by its kind."""
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    """Wan Animate: pixel frames per segment (4k + 1)."""
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    """Wan Animate: the previous segment's last frames each segment starts from (1 or 5)."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""
@@ -227,26 +255,15 @@ class GenerationRequest:
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
-        self._check_inputs()
+        mode = requested_mode(self)
+        for name in self.inputs:
+            if name not in {field.name for field in mode.inputs}:
+                _fail("inputs", f"<{name!r}: ...>", f"{mode.name} takes no {name!r}; give the inputs of one mode")
+        mode.check_request(self)  # its mode's rules: inputs that fit together
 
-    def _check_inputs(self) -> None:
-        """The input media and strength fit together and this request's frame count."""
-        if self.last_image is not None and self.image is None:
-            _fail("last_image", "<array>", "needs the first frame too (--image PATH with --last-image PATH)")
-        if self.video is None:
-            if self.strength is not None:
-                _fail("strength", self.strength, "applies to video-to-video only: give the source video (--video PATH)")
-            return
-        if self.image is not None:
-            _fail("video", "<array>", "video-to-video starts from the video alone: drop --image (and --last-image)")
-        steps = self.num_inference_steps if self.sample_timesteps is None else len(self.sample_timesteps)
-        first_denoising_step(steps, self.denoising_strength)
-        if len(self.video) < self.num_frames:
-            _fail(
-                "video", f"<{len(self.video)} frames>",
-                f"has fewer frames than num_frames={self.num_frames}; give a longer video or lower num_frames "
-                f"to at most {len(self.video) - (len(self.video) - 1) % 4} (4k+1)",
-            )  # fmt: skip
+    def input(self, name: str) -> Any:
+        """A mode's input by name: its own field's value, else its entry of `inputs` (None: not given)."""
+        return self.inputs[name] if name in self.inputs else getattr(self, name, None)
 
     @property
     def denoising_strength(self) -> float:

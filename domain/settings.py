@@ -13,10 +13,11 @@ from typing import Any
 
 import attrs
 
+from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
-from wanjax.domain.offload import OFFLOAD_SETTINGS
+from wanjax.domain.offload import OFFLOAD_SETTINGS, streams_blocks
 from wanjax.domain.requests import frame_count, pixel_size
 from wanjax.domain.scheduling import SIGMA_SCHEDULES, SOLVERS
 from wanjax.domain.sharding import CONTEXT_PARALLEL, MeshShape, parse_rule_overrides
@@ -127,9 +128,11 @@ class DenoiserSettings:
     scan_diffusion_loop: bool = False
     """All denoising steps as one jax.lax.scan (no per-step progress; a new step count recompiles)."""
     offload: str = attrs.field(default="none", validator=_one_of(OFFLOAD_SETTINGS))
-    """Where the transformer's weights live: none (on the device), layers (the blocks' weights in
-    host memory, each block's copied to the device as the one before it runs; needs scan_layers),
-    auto (the least offload the memory plan says fits; docs/performance.md, "Offload")."""
+    """Where the weights wait: none (on the device), components (each component's weights on the
+    device only while it works: the JAX text encoder, each expert, the VAE), layers (the blocks'
+    weights in host memory, each block's copied to the device as the one before it runs; needs
+    scan_layers), all (components and layers), auto (the least offload the memory plan says
+    fits; domain/offload.py, docs/performance.md "Offload")."""
     loras: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
     """LoRAs merged into the transformer (the high-noise expert on Wan 2.2 A14B): PATH[:SCALE] each."""
     loras_low: tuple[str, ...] = attrs.field(default=(), validator=_lora_specs, metadata={"item": str})
@@ -141,11 +144,13 @@ class DenoiserSettings:
     """With request_loras: the device memory (MiB) that request LoRAs' factors are cached in."""
 
     def __attrs_post_init__(self) -> None:
-        if self.offload == "layers" and not self.scan_layers:
-            raise ConfigError("offload=layers streams the scanned block stack: set scan_layers=true, or offload=none")
-        if self.offload == "layers" and self.request_loras:
-            raise ConfigError("request_loras merges into a copy of the weights on the device, which offload=layers "
-                              "keeps in host memory: set offload=none, or merge the LoRAs at load (--lora)")  # fmt: skip
+        if streams_blocks(self.offload) and not self.scan_layers:
+            raise ConfigError(f"offload={self.offload} streams the scanned block stack: set scan_layers=true, "
+                              "or offload=none or components")  # fmt: skip
+        if self.offload not in ("none", AUTO) and self.request_loras:
+            raise ConfigError(f"request_loras merges into a copy of the weights on the device, which offload="
+                              f"{self.offload} keeps in host memory: set offload=none, or merge the LoRAs at load "
+                              "(--lora)")  # fmt: skip
 
     @property
     def is_fp8(self) -> bool:
@@ -278,6 +283,10 @@ class SamplingDefaults:
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_fps)
+    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    """Wan Animate: pixel frames per segment, 4k + 1 (diffusers' WanAnimatePipeline default)."""
+    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    """Wan Animate: the previous segment's last frames each segment starts from, 1 or 5."""
 
 
 def platform_dtype(platform: str) -> str:

@@ -76,6 +76,87 @@ def _are_hint_layers(value: Any, num_layers: Any) -> bool:
     )
 
 
+def _are_channel_sizes(value: Any) -> bool:
+    """(resolution, channels) pairs of the motion encoder: powers of two from 4 up, each once."""
+    return (
+        isinstance(value, tuple)
+        and len(value) > 0
+        and all(isinstance(p, tuple) and len(p) == 2 and all(map(_is_count, p)) for p in value)
+        and all(size >= 4 and size & (size - 1) == 0 for size, _ in value)
+        and len({size for size, _ in value}) == len(value)
+    )
+
+
+def _channel_sizes(value: Any) -> Any:
+    """diffusers' {"4": 512, ...} as sorted ((4, 512), ...): hashable, as a frozen spec needs."""
+    if isinstance(value, Mapping):
+        try:
+            return tuple(sorted((int(size), int(channels)) for size, channels in value.items()))
+        except (TypeError, ValueError):
+            return value
+    return _as_tuple(value) if not isinstance(value, tuple) else tuple(_as_tuple(p) for p in value)
+
+
+ANIMATE_TRANSFORMER_CLASS = "WanAnimateTransformer3DModel"
+ANIMATE_MOTION_CHANNEL_SIZES = (
+    (4, 512), (8, 512), (16, 512), (32, 512), (64, 256), (128, 128), (256, 64), (512, 32), (1024, 16),
+)  # fmt: skip
+"""diffusers' WAN_ANIMATE_MOTION_ENCODER_CHANNEL_SIZES: the motion encoder's width per resolution."""
+ANIMATE_TRANSFORMER_DEFAULTS = {"image_dim": 1280, "in_channels": 36}
+"""WanAnimateTransformer3DModel's __init__ defaults that differ from the base transformer's."""
+
+
+@attrs.frozen(kw_only=True)
+class AnimateSpec:
+    """What Wan 2.2 Animate (diffusers' WanAnimateTransformer3DModel) adds to a Wan 2.1
+    image-to-video transformer: pose latents embedded and added to the video tokens after the
+    reference frame; a face video through a motion encoder (a StyleGAN-like conv net to
+    `motion_dim` coefficients of an orthogonalised basis, `motion_encoder_dim` wide) and a face
+    encoder (causal temporal convs, `face_encoder_num_heads` token streams of the model width);
+    and a face adapter (a per-frame cross-attention over those tokens) after every
+    `inject_face_latents_blocks`-th block. Field names are diffusers' config keys."""
+
+    motion_encoder_channel_sizes: tuple[tuple[int, int], ...] = attrs.field(
+        default=ANIMATE_MOTION_CHANNEL_SIZES, converter=_channel_sizes
+    )
+    motion_encoder_size: int = 512
+    motion_style_dim: int = 512
+    motion_dim: int = 20
+    motion_encoder_dim: int = 512
+    face_encoder_hidden_dim: int = 1024
+    face_encoder_num_heads: int = 4
+    inject_face_latents_blocks: int = 5
+
+    def __attrs_post_init__(self) -> None:
+        _check_values(self, "transformer", [
+            ("motion_encoder_channel_sizes", _are_channel_sizes,
+             'a mapping from powers of two >= 4 to channel counts, e.g. {"4": 512, "8": 512}'),
+            ("motion_encoder_size", lambda v: _is_count(v) and v >= 8 and v & (v - 1) == 0,
+             "a power of two >= 8 (the face image's side)"),
+            *_counts("motion_style_dim", "motion_dim", "motion_encoder_dim", "face_encoder_hidden_dim",
+                     "face_encoder_num_heads", "inject_face_latents_blocks"),
+        ])  # fmt: skip
+        sizes = dict(self.motion_encoder_channel_sizes)
+        needed = [2**k for k in range(2, int(math.log2(self.motion_encoder_size)) + 1)]
+        if any(size not in sizes for size in needed):
+            raise UnsupportedModelError(
+                f"transformer config: motion_encoder_channel_sizes has resolutions {sorted(sizes)}, but a "
+                f"motion_encoder_size={self.motion_encoder_size} encoder needs a width for each of {needed}"
+            )
+
+    def channels(self, size: int) -> int:
+        """The motion encoder's width at resolution `size`."""
+        return dict(self.motion_encoder_channel_sizes)[size]
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> AnimateSpec:
+        """The fields of a WanAnimateTransformer3DModel config.json (its defaults for those it leaves out)."""
+        fields = _known_fields(cls, config)
+        if fields.get("motion_encoder_channel_sizes", 0) is None:
+            del fields["motion_encoder_channel_sizes"]
+        return cls(**fields)
+
+
 VACE_TRANSFORMER_CLASS = "WanVACETransformer3DModel"
 VACE_DEFAULTS = {"vace_layers": (0, 5, 10, 15, 20, 25, 30, 35), "vace_in_channels": 96}
 """WanVACETransformer3DModel's __init__ defaults, for the keys its config.json leaves out."""
@@ -116,6 +197,7 @@ class TransformerSpec:
     pos_embed_seq_len: int | None = None
     vace_layers: tuple[int, ...] | None = attrs.field(default=None, converter=_as_tuple)
     vace_in_channels: int | None = None
+    animate: AnimateSpec | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_values(self, "transformer", [
@@ -152,6 +234,28 @@ class TransformerSpec:
                 "the position embedding belongs to the image embedder (Wan 2.1 FLF2V)"
             )
 
+        if self.animate is not None:
+            self._check_animate(self.animate)
+
+    def _check_animate(self, animate: AnimateSpec) -> None:
+        if self.image_dim is None or self.is_vace or self.pos_embed_seq_len is not None:
+            raise UnsupportedModelError(
+                "transformer config: a Wan Animate transformer is a Wan 2.1 image-to-video one (image_dim and "
+                "added_kv_proj_dim set, no pos_embed_seq_len, no VACE layers)"
+            )
+        if self.in_channels != 2 * self.out_channels + 4:
+            raise UnsupportedModelError(
+                f"transformer config has in_channels={self.in_channels}, out_channels={self.out_channels}; a Wan "
+                "Animate transformer takes noise, reference latents and a 4-channel mask: in_channels = "
+                f"2 * out_channels + 4 = {2 * self.out_channels + 4}"
+            )
+        if self.num_layers % animate.inject_face_latents_blocks:
+            raise UnsupportedModelError(
+                f"transformer config: num_layers={self.num_layers} is not a multiple of inject_face_latents_blocks="
+                f"{animate.inject_face_latents_blocks}; diffusers builds one face adapter per "
+                "inject_face_latents_blocks blocks and needs one after each of blocks 0, k, 2k, ..."
+            )
+
     @property
     def inner_dim(self) -> int:
         return self.num_attention_heads * self.attention_head_dim
@@ -166,6 +270,16 @@ class TransformerSpec:
         """Whether the transformer has VACE blocks reading control latents (Wan 2.1 VACE)."""
         return self.vace_layers is not None
 
+    @property
+    def is_animate(self) -> bool:
+        """Whether the transformer takes pose latents and a face video (Wan 2.2 Animate)."""
+        return self.animate is not None
+
+    @property
+    def face_adapter_count(self) -> int:
+        """How many face adapter blocks an Animate transformer has (0 for the others)."""
+        return 0 if self.animate is None else self.num_layers // self.animate.inject_face_latents_blocks
+
     @classmethod
     def from_diffusers_config(cls, config: Mapping[str, Any], source: str | None = None) -> TransformerSpec:
         """The spec of a config.json's values; an error prefixed by `source` (its path) where one is wrong."""
@@ -177,6 +291,9 @@ class TransformerSpec:
                 )
             if config.get("_class_name") == VACE_TRANSFORMER_CLASS:
                 config = {**VACE_DEFAULTS, **config}
+            if config.get("_class_name") == ANIMATE_TRANSFORMER_CLASS or "inject_face_latents_blocks" in config:
+                config = {**ANIMATE_TRANSFORMER_DEFAULTS, **config}
+                return cls(**_known_fields(cls, config), animate=AnimateSpec.from_config(config))
             return cls(**_known_fields(cls, config))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import attrs
 
+from wanjax.domain.modes.registry import requested_mode
 from wanjax.domain.requests import GenerationRequest
 
 WARMUP_STEPS = 2
@@ -17,11 +18,9 @@ WARMUP_STEPS = 2
 
 def warmup_request(request: GenerationRequest, *, num_experts: int) -> GenerationRequest:
     """`request` cut to `WARMUP_STEPS` steps (its first timesteps, for a given timestep
-    list), all of them run (video-to-video at strength 1); with two experts, step 0 runs the
+    list), all of them run (the mode's `warmup_fields`: video-to-video at strength 1); with two experts, step 0 runs the
     high-noise one and step 1 the low-noise one."""
-    # video-to-video: every step runs, whatever the strength would keep (one change: a request
-    # whose strength keeps no step of the short run is refused)
-    strength = {} if request.video is None else {"strength": 1.0}
+    strength = requested_mode(request).warmup_fields(request)
     if request.sample_timesteps is not None:
         short = attrs.evolve(request, sample_timesteps=request.sample_timesteps[:WARMUP_STEPS], **strength)
         steps = len(short.sample_timesteps)

@@ -13,12 +13,14 @@ import numpy as np
 
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
+from wanjax.domain.modes.registry import requested_mode
 from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
     from wanjax.application.memory import DeviceSize
     from wanjax.domain.config import GenerationConfig
+    from wanjax.domain.modes.base import ModelTraits
     from wanjax.domain.requests import GenerationRequest
 
 # CLI flag -> config key; each is also reachable as --set key=value
@@ -63,17 +65,9 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompt", action="append", required=True,
                         help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
     parser.add_argument("--negative-prompt")
-    parser.add_argument("--image", type=Path, help="first frame (png/jpg) for image-to-video models")
-    parser.add_argument("--last-image", type=Path,
-                        help="last frame (png/jpg), with --image: first-last-frame-to-video (Wan 2.1 FLF2V, Wan 2.2 I2V A14B)")
-    parser.add_argument("--video", type=Path,
-                        help="source video (mp4, or a folder of png/jpg frames) for video-to-video on text-to-video "
-                             "models; on VACE models the control video")
+    _add_mode_inputs(parser)
     parser.add_argument("--strength", type=float,
                         help="video-to-video: share of the steps run on the noised video, in (0, 1] (default 0.8)")
-    parser.add_argument("--mask", type=Path, help="VACE models: a mask video, white where to regenerate")
-    parser.add_argument("--reference-image", type=Path, action="append", default=[],
-                        help="VACE models: a reference image (png/jpg); repeatable")
     parser.add_argument("--height", type=int)
     parser.add_argument("--width", type=int)
     parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
@@ -103,6 +97,15 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                        help="where process 0 serves the coordinator (else JAX_COORDINATOR_ADDRESS)")
     group.add_argument("--num-processes", type=int, help="how many processes (else JAX_NUM_PROCESSES)")
     group.add_argument("--process-id", type=int, help="this process's index, from 0 (else JAX_PROCESS_ID)")
+
+
+def _add_mode_inputs(parser: argparse.ArgumentParser) -> None:
+    """A flag per input field of the generation modes (domain/modes/registry.py), its help each mode's."""
+    from wanjax.domain.modes.registry import flag_help, input_fields
+
+    for field in input_fields():
+        repeat = {"action": "append", "default": []} if field.repeatable else {}
+        parser.add_argument(field.flag, dest=field.name, type=Path, help=flag_help(field.flag), **repeat)
 
 
 def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
@@ -203,22 +206,21 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
     return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
-def _media(args: argparse.Namespace, config: GenerationConfig, is_vace: Callable[[], bool]) -> dict[str, Any]:
-    """The input images, video and VACE inputs the flags name, read (an unreadable one is an
-    InvalidRequestError). `--video` is a VACE model's control video (with `--mask` and
-    `--reference-image`), else the source of video-to-video; `is_vace` asks the checkpoint."""
-    from wanjax.adapters.media.images import read_image
-    from wanjax.adapters.media.vace_inputs import read_vace_inputs
-    from wanjax.adapters.media.video_input import read_video
+def _media(args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits]) -> dict[str, Any]:
+    """The request fields of the input files the flags name: the mode that takes those inputs
+    (asking `model` where several do: `--video` is a VACE model's control video, else the source of
+    video-to-video) reads each by its kind (an unreadable one is an InvalidRequestError)."""
+    from wanjax.adapters.media.mode_inputs import read_input
+    from wanjax.domain.modes.registry import input_fields, mode_of_inputs
 
-    images = ("image", "last_image")
-    media: dict[str, Any] = {name: read_image(getattr(args, name)) for name in images if getattr(args, name)}
+    given = [field.name for field in input_fields() if getattr(args, field.name)]
+    if not given:
+        return {}
+    mode = mode_of_inputs(given, model)
     size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
-    if args.mask is not None or args.reference_image or (args.video is not None and is_vace()):
-        media["vace"] = read_vace_inputs(args.video, args.mask, args.reference_image, **size)
-    elif args.video is not None:
-        media["video"] = read_video(args.video, size["num_frames"])
-    return media
+    read = {field.name: read_input(field.kind, getattr(args, field.name), **size) for field in mode.inputs
+            if field.name in given}  # fmt: skip
+    return mode.from_media(read)
 
 
 def _join_process_group(args: argparse.Namespace) -> None:
@@ -250,6 +252,7 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         write_output,
     )
     from wanjax.application.presets import resolve_config
+    from wanjax.domain.modes.base import ModelTraits
 
     published = plan_only and _not_downloaded(args)  # planned from its published architecture
     config = resolve_config(args.model, set_overrides(args), read_checkpoint=not published)
@@ -262,8 +265,7 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
 
         container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
     size = _planned_size(args, container) if plan_only else None
-    is_vace = lambda: container.checkpoint().transformer_spec.is_vace  # noqa: E731
-    requests = _requests(config, args.prompt, _media(args, config, is_vace))
+    requests = _requests(config, args.prompt, _media(args, config, lambda: ModelTraits.of(container.checkpoint())))
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
@@ -281,7 +283,8 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     plan = container.memory_planner().check(request, batch=len(requests))  # refuses what cannot fit
     if is_primary():  # the only process that writes; the others' file systems may not have the folder
         latent_shape = (len(requests), *service.geometry(request).diffusers_shape[1:])
-        frames_shape = (len(requests), request.num_frames, request.height, request.width, 3)
+        frames = requested_mode(request).output_frames(request)  # Animate: its pose video's length
+        frames_shape = (len(requests), frames, request.height, request.width, 3)
         check_output_path(args.out, output_type, latent_shape if output_type == "latent" else frames_shape)
     if plan_only or args.verbose:
         print(f"{config.describe()}\n{plan.summary()}", file=sys.stdout if plan_only else sys.stderr)
@@ -384,11 +387,15 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak before the VAE ({result.memory.source}); "
         f"{result.run_memory.bytes / 2**30:.2f} GiB the whole run's; planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
-    if result.offload_bytes_per_step:
+    if result.offload_bytes_per_run:
+        per_step = f"{result.offload_bytes_per_step / 2**20:.1f} MiB per step, " if result.offload_bytes_per_step else ""
         lines.append(
-            f"offload    {result.offload}: {result.offload_bytes_per_step / 2**20:.1f} MiB of weights "
-            f"moved to the device per step"
+            f"offload    {result.offload}: weights moved to the device: {per_step}"
+            f"{result.offload_bytes_per_run / 2**30:.2f} GiB per run of {result.steps} steps"
         )
+    if result.weights_to_device_seconds is not None:
+        lines.append(f"phases     an expert's weights to the device {result.weights_to_device_seconds:.3f} s; "
+                     f"denoising {result.seconds_per_step:.4f} s/step")  # fmt: skip
     if result.vae_seconds is not None:
         lines.append(f"vae decode {result.vae_seconds:.3f} s (compile {result.vae_compile_seconds:.2f} s)")
     if result.vae_memory is not None:

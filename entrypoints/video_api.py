@@ -103,6 +103,7 @@ def _base64(value: Any, name: str) -> bytes:
 def video_object(job: Job, *, model: str, fps: int) -> dict[str, Any]:
     """The job as the SDK's `Video`, wanjax's own settings and timings beside its fields."""
     request = job.request
+    frames = request.get("output_frames", request["num_frames"])  # a record of before output_frames: the same
     finished = job.finished_at is not None and job.status.finished
     return {
         "id": job.id,
@@ -114,13 +115,13 @@ def video_object(job: Job, *, model: str, fps: int) -> dict[str, Any]:
         "completed_at": int(job.finished_at) if finished else None,
         "expires_at": None,
         "prompt": request["prompt"],
-        "seconds": seconds_text(request["num_frames"], fps),
+        "seconds": seconds_text(frames, fps),
         "size": f"{request['width']}x{request['height']}",
         "remixed_from_video_id": None,
         "error": _error(job),
         "width": request["width"],
         "height": request["height"],
-        "num_frames": request["num_frames"],
+        "num_frames": frames,
         "fps": fps,
         "seed": request["seed"],
         "num_inference_steps": request["num_inference_steps"],

@@ -98,6 +98,16 @@ def tiny_i2v_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_animate_checkpoint(tmp_path_factory):
+    """A tiny Wan 2.2 Animate checkpoint: the I2V one's parts, with pose, motion and face blocks (faces of 16x16)."""
+    from tiny_wan import tiny_wan_animate_pipeline
+
+    folder = tmp_path_factory.mktemp("tiny-animate")
+    tiny_wan_animate_pipeline().save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
 def tiny_flf2v_checkpoint(tmp_path_factory):
     """A tiny Wan 2.1 FLF2V checkpoint: the I2V one plus a position embedding over two images' CLIP tokens."""
     from tiny_wan import tiny_wan_i2v_pipeline

@@ -1,5 +1,6 @@
 """Tiny random Wan transformers and inputs for the denoiser tests: one case per model kind
-(T2V, two experts, I2V with CLIP tokens, I2V two experts, TI2V first frame, VACE control), 2 layers each,
+(T2V, two experts, I2V with CLIP tokens, I2V two experts, TI2V first frame, VACE control, Animate's
+pose and face), 2 layers each,
 latents [1, 3, 4, 6, 16] (18 tokens), 7 text tokens, guidance on."""
 
 from __future__ import annotations
@@ -14,13 +15,17 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
-from wanjax.domain.specs import TransformerSpec
+from wanjax.domain.specs import AnimateSpec, TransformerSpec
 
 SPEC = TransformerSpec(
     num_attention_heads=2, attention_head_dim=12, text_dim=32, freq_dim=32, ffn_dim=32, num_layers=2
 )
 I2V_SPEC = attrs.evolve(SPEC, in_channels=36, image_dim=20, added_kv_proj_dim=24)
 VACE_SPEC = attrs.evolve(SPEC, vace_layers=(0, 1), vace_in_channels=8)
+ANIMATE_SPEC = attrs.evolve(I2V_SPEC, animate=AnimateSpec(
+    motion_encoder_channel_sizes={"4": 8, "8": 8, "16": 8}, motion_encoder_size=16, motion_style_dim=8, motion_dim=4,
+    motion_encoder_dim=8, face_encoder_hidden_dim=8, face_encoder_num_heads=2, inject_face_latents_blocks=1,
+))  # fmt: skip
 LATENTS, TEXT_TOKENS, IMAGE_TOKENS = (1, 3, 4, 6, 16), 7, 5
 TOKENS = 3 * 2 * 3  # F' * H'/2 * W'/2
 
@@ -43,6 +48,9 @@ def _cases() -> dict[str, Case]:
         "i2v-two-experts": Case(attrs.evolve(SPEC, in_channels=36), 2, i2v._replace(image_context=None)),
         "ti2v": Case(SPEC, 1, Conditioning(first_frame=normal(1, 1, *LATENTS[2:]))),
         "vace": Case(VACE_SPEC, 1, Conditioning(control=normal(*LATENTS[:-1], 8), control_scale=np.float32(0.7))),
+        "animate": Case(ANIMATE_SPEC, 1, i2v._replace(  # the reference frame, then 2 latent frames
+            pose=normal(1, 2, *LATENTS[2:]), face=rng.uniform(-1, 1, (1, 5, 16, 16, 3)).astype(np.float32),
+        )),  # fmt: skip
     }
 
 

@@ -21,14 +21,11 @@ from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
-SUPPORTED_PIPELINES = ("WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", "WanVACEPipeline")
+SUPPORTED_PIPELINES = (
+    "WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", "WanVACEPipeline", "WanAnimatePipeline",
+)  # fmt: skip
 """The diffusers pipelines whose folders wanjax reads. Their components, not the class, decide the
 modes a model runs (domain/modes.py): a WanVideoToVideoPipeline folder holds a text-to-video model."""
-UNBUILT_PIPELINES = {
-    "WanAnimatePipeline": "Wan-Animate's character animation and replacement (a WanAnimateTransformer3DModel, "
-    "driven by pose and face videos)",
-}
-"""diffusers' other Wan pipelines: the mode each would need, which wanjax does not build."""
 COMPONENTS = ("transformer", "vae", "text_encoder", "tokenizer", "scheduler")
 OPTIONAL_COMPONENTS = ("transformer_2", "image_encoder", "image_processor")
 WEIGHTED_COMPONENTS = ("transformer", "transformer_2", "vae", "text_encoder", "image_encoder")
@@ -55,11 +52,6 @@ class DiffusersCheckpoint:
             raise CheckpointError(f"checkpoint folder not found: {self.root}")
         index = read_json(self.root / "model_index.json", what="a diffusers-format Wan checkpoint")
         pipeline = index.get("_class_name")
-        if pipeline in UNBUILT_PIPELINES:
-            raise UnsupportedModelError(
-                f"{self.root}: pipeline {pipeline} is {UNBUILT_PIPELINES[pipeline]}, a mode wanjax does not "
-                f"build; it runs folders of {', '.join(SUPPORTED_PIPELINES)}"
-            )
         if pipeline not in SUPPORTED_PIPELINES:
             raise UnsupportedModelError(
                 f"{self.root}: pipeline {pipeline!r} is not supported; supported: {', '.join(SUPPORTED_PIPELINES)}"

@@ -28,7 +28,8 @@ from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
-from wanjax.adapters.jax.denoising.program import DenoiserOptions
+from wanjax.adapters.jax.denoising.program import DenoiserOptions, DenoisingProgram
+from wanjax.adapters.jax.platform.residency import Residency
 from wanjax.adapters.jax.transformer.offload import BLOCKS, in_host_memory
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
@@ -49,14 +50,18 @@ def random_transformer(
     kernel_dtype: DTypeLike | None = None,
     *,
     blocks_in_host_memory: bool = False,
+    all_in_host_memory: bool = False,
 ) -> WanTransformer:
     """The model with random weights made on the device, each parameter in the dtype a checkpoint
     would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels.
     `blocks_in_host_memory` (offload=layers): each block parameter [layers, ...] is made alone and
-    moved to host memory before the next, so the device never holds all the blocks."""
+    moved to host memory before the next, so the device never holds all the blocks;
+    `all_in_host_memory` (offload=components): every parameter so."""
     model = abstract_transformer(spec, runtime)
     layout = dict(enumerate(storage_layout(model, kernel_dtype).items()))
-    offloaded = {i for i, (path, _) in layout.items() if blocks_in_host_memory and path[0] == BLOCKS}
+    offloaded = {
+        i for i, (path, _) in layout.items() if all_in_host_memory or (blocks_in_host_memory and path[0] == BLOCKS)
+    }
     resident = {i: entry for i, entry in layout.items() if i not in offloaded}
     arrays = jax.jit(lambda: {p: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (p, s) in resident.items()})()
     for i in offloaded:
@@ -109,6 +114,8 @@ class DenoiseTiming:
     compile_seconds: float
     seconds_per_step: float
     latents: jax.Array
+    weights_to_device_seconds: float | None = None
+    """With experts moved on and off the device (offload=components): one expert's copy to the device."""
 
 
 def time_denoising(
@@ -142,7 +149,19 @@ def time_denoising(
     if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
     steps = [after - before for before, after in zip(stamps, stamps[1:])]
-    return DenoiseTiming(compile_seconds=compile_seconds, seconds_per_step=min(steps), latents=result)
+    moving = _expert_to_device_seconds(denoiser.program) if options.experts_off_device else None
+    return DenoiseTiming(
+        compile_seconds=compile_seconds, seconds_per_step=min(steps), latents=result, weights_to_device_seconds=moving
+    )
+
+
+def _expert_to_device_seconds(program: DenoisingProgram) -> float:
+    """The time to copy the first expert's weights from host to device memory, as at its first step."""
+    start = time.perf_counter()
+    jax.block_until_ready(program.working(0))
+    seconds = time.perf_counter() - start
+    program.release()
+    return seconds
 
 
 @attrs.frozen(kw_only=True)
@@ -154,9 +173,10 @@ class DecodeTiming:
     memory: MemoryPeak
 
 
-def time_decode(vae: WanVAE, latents: jax.Array) -> DecodeTiming:
-    """One decode of `latents` to uint8 frames on the host, after its compile."""
-    autoencoder = JaxVideoAutoencoder(vae)
+def time_decode(vae: WanVAE, latents: jax.Array, *, off_device: bool = False) -> DecodeTiming:
+    """One decode of `latents` to uint8 frames on the host, after its compile; `off_device`
+    (offload=components): the VAE's weights wait in host memory, and the decode moves them in."""
+    autoencoder = JaxVideoAutoencoder(vae, residency=Residency(off_device=off_device))
     start = time.perf_counter()
     executable = autoencoder.prepare(latents)
     compiled = time.perf_counter()

@@ -75,3 +75,4 @@ def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
 
     resized = Image.fromarray(pixels).resize((width, height), resample=Image.Resampling.LANCZOS)
     return np.asarray(resized).astype(np.float32) / 255.0 * 2.0 - 1.0
+

@@ -37,6 +37,20 @@ def read_video(path: Path, num_frames: int) -> np.ndarray:
     return _stacked(frames, num_frames, what)
 
 
+def read_whole_video(path: Path, most: int) -> np.ndarray:
+    """Every frame (up to `most`) of the video file or frame folder at `path`, RGB uint8 [F, H, W, 3];
+    errors as `read_video`."""
+    path = Path(path)
+    what = f"video {path}"
+    if path.is_dir():
+        frames = _folder_frames(path, most, what)
+    elif not path.exists():
+        raise InvalidRequestError(f"{what} does not exist")
+    else:
+        frames = _decoded_frames(str(path), most, what)
+    return _stacked(frames, 1, what)
+
+
 def decode_video(data: bytes, num_frames: int, what: str) -> np.ndarray:
     """`read_video` of a client's video bytes (`what` names them in errors, e.g. the request
     field), opened only as mp4/mov or matroska/webm."""
@@ -44,9 +58,35 @@ def decode_video(data: bytes, num_frames: int, what: str) -> np.ndarray:
     return _stacked(frames, num_frames, what)
 
 
+def decode_whole_video(data: bytes, most: int, what: str) -> np.ndarray:
+    """`read_whole_video` of a client's video bytes, opened as `decode_video` opens them."""
+    frames = _decoded_frames(io.BytesIO(data), most, what, _client_format(data, what))
+    return _stacked(frames, 1, what)
+
+
 def probe_video(data: bytes, num_frames: int, what: str) -> tuple[int, int]:
     """(width, height) of a client's video, once its container holds at least `num_frames` video
     packets (frames): read from its headers and packets, nothing decoded."""
+    width, height, frames = _probed(data, num_frames, what)
+    if frames < num_frames:
+        raise InvalidRequestError(
+            f"{what} has {frames} frame(s); num_frames={num_frames} needs at least that many "
+            "(give a longer video or lower num_frames, 4k+1)"
+        )
+    return width, height
+
+
+def probe_whole_video(data: bytes, most: int, what: str) -> tuple[int, int, int]:
+    """(width, height, frames) of a client's video, its frames counted up to `most` (the frames
+    `decode_whole_video` gives): read from its headers and packets, nothing decoded."""
+    width, height, frames = _probed(data, most, what)
+    if frames < 1:
+        raise InvalidRequestError(f"{what} holds no frames; send a video of at least one")
+    return width, height, frames
+
+
+def _probed(data: bytes, most: int, what: str) -> tuple[int, int, int]:
+    """(width, height, video packets up to `most`) of a client's video."""
     import av
 
     form = _client_format(data, what)
@@ -55,20 +95,16 @@ def probe_video(data: bytes, num_frames: int, what: str) -> tuple[int, int]:
             if not container.streams.video:
                 raise InvalidRequestError(f"{what} holds no video stream")
             stream = container.streams.video[0]
-            size = (stream.codec_context.width, stream.codec_context.height)
             packets = 0
             for packet in container.demux(stream):
                 packets += packet.size > 0
-                if packets == num_frames:
-                    return size
+                if packets == most:
+                    break
+            return stream.codec_context.width, stream.codec_context.height, packets
     except InvalidRequestError:
         raise
     except (av.FFmpegError, OSError, ValueError) as err:
         raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
-    raise InvalidRequestError(
-        f"{what} has {packets} frame(s); num_frames={num_frames} needs at least that many "
-        "(give a longer video or lower num_frames, 4k+1)"
-    )
 
 
 def _client_format(data: bytes, what: str) -> str:

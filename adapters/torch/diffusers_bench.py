@@ -51,19 +51,34 @@ def diffusers_config(spec: TransformerSpec | VaeSpec) -> dict[str, object]:
     """WanTransformer3DModel's (AutoencoderKLWan's) keyword arguments for `spec`, whose fields are
     diffusers' config keys; unset fields are left to diffusers' defaults (None too). A VAE's config
     also states its compression, which diffusers does not derive."""
-    config = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(spec).items() if v is not None}
+    config = {
+        k: list(v) if isinstance(v, tuple) else v
+        for k, v in attrs.asdict(spec, recurse=False).items()
+        if v is not None and k != "animate"
+    }
+    if isinstance(spec, TransformerSpec) and spec.animate is not None:
+        animate = attrs.asdict(spec.animate)
+        animate["motion_encoder_channel_sizes"] = {str(s): c for s, c in spec.animate.motion_encoder_channel_sizes}
+        config.update(animate)
     if isinstance(spec, VaeSpec):
         config.update(scale_factor_spatial=spec.spatial_compression, scale_factor_temporal=spec.temporal_compression)
     return config
 
 
+def transformer_class(spec: TransformerSpec) -> type[torch.nn.Module]:
+    """diffusers' transformer class of `spec`: the VACE or Animate one where it is one, else WanTransformer3DModel."""
+    import diffusers
+
+    if spec.is_vace:
+        return diffusers.WanVACETransformer3DModel
+    return diffusers.WanAnimateTransformer3DModel if spec.is_animate else diffusers.WanTransformer3DModel
+
+
 def _random_model(spec: TransformerSpec, dtype: torch.dtype, device: str) -> torch.nn.Module:
     """Built in `dtype` directly on `device` (no fp32 copy first); the modules diffusers keeps in
     fp32 when it loads a checkpoint are cast back to fp32, as from_pretrained does."""
-    from diffusers import WanTransformer3DModel, WanVACETransformer3DModel
-
     config = diffusers_config(spec)
-    model_class = WanVACETransformer3DModel if spec.is_vace else WanTransformer3DModel
+    model_class = transformer_class(spec)
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:

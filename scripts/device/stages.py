@@ -351,6 +351,14 @@ def bench_14b_720p_81_offload(out: Path, smoke: bool) -> dict:
                   vs_diffusers=False, sets=("offload=layers",))
 
 
+def bench_14b_720p_81_components(out: Path, smoke: bool) -> dict:
+    """As bench_14b_720p_81 with `offload=components`: the expert's weights in host memory, copied
+    to the device once per run. seconds_per_step should be bench_14b_720p_81's; its
+    weights_to_device_seconds over offload_bytes_per_run is the host link's rate for one copy."""
+    return _bench("bench_14b_720p_81_components", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
+                  vs_diffusers=False, sets=("offload=components",))
+
+
 def bench_13b_480p_25_tokamax(out: Path, smoke: bool) -> dict:
     """bench_13b_480p_25 on tokamax's attention kernel instead of cuDNN's (`auto`)."""
     return _bench("bench_13b_480p_25_tokamax", "wan2.1-t2v-1.3b", (832, 480, 25), 5, smoke=smoke, out=out,
@@ -444,5 +452,6 @@ STAGES = {
         Stage("bench_13b_480p_25_tokamax", 120, 40, bench_13b_480p_25_tokamax),
         Stage("profile_13b_480p_25", 120, 40, profile_13b_480p_25),
         Stage("bench_14b_720p_81_tokamax", 200, 100, bench_14b_720p_81_tokamax),
+        Stage("bench_14b_720p_81_components", 240, 150, bench_14b_720p_81_components),  # the other offload, last
     )
 }

@@ -253,9 +253,9 @@ def test_a_checkpoint_flow_shift_out_of_range_is_refused_naming_the_checkpoint(t
 
 
 def test_a_size_out_of_range_is_refused_before_a_reference_image_is_read(tmp_path, capsys, monkeypatch):
-    import wanjax.adapters.media.vace_inputs as vace_inputs
+    import wanjax.adapters.media.mode_inputs as mode_inputs
 
-    monkeypatch.setattr(vace_inputs, "read_vace_inputs", lambda *a, **k: pytest.fail("media read first"))
+    monkeypatch.setattr(mode_inputs, "read_input", lambda *a, **k: pytest.fail("media read first"))
     args = ["--height", "1000000000", "--reference-image", str(tmp_path / "any.png")]
     _fails(tmp_path, capsys, args, "height=1000000000", "from 16 to 16384")
 
@@ -428,12 +428,6 @@ def test_a_tokenizer_folder_without_tokenizer_json_is_refused_for_the_jax_text_e
     (model / "tokenizer" / "tokenizer.json").unlink()
     args = ["--model", str(model), "--set", "text_encoder_backend=jax"]
     _fails(tmp_path, capsys, args, f"{model / 'tokenizer'} has no tokenizer.json", "text_encoder_backend=torch")
-
-
-def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys, demo_cache):
-    model = _demo_copy(demo_cache, tmp_path)
-    _edit_json(model / "model_index.json", _class_name="WanAnimatePipeline")
-    _fails(tmp_path, capsys, ["--model", str(model)], "WanAnimatePipeline is Wan-Animate's character animation")
 
 
 @pytest.mark.parametrize(

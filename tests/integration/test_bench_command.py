@@ -12,6 +12,7 @@ from wanjax.application.builders import default_platform
 from wanjax.domain.architectures import WAN21_T2V_1_3B
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.flops import transformer_flops_per_step
+from wanjax.domain.memory import transformer_parameters
 from wanjax.entrypoints.cli import main
 
 KEYS = {
@@ -87,3 +88,13 @@ def test_bad_input_fails_before_any_work(tmp_path, capsys, args, message):
     assert main(["bench", *args, "--json", str(tmp_path / "out.json")]) == 2
     assert f"wanjax: error: {message}" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_components_offload_reports_the_bytes_moved_per_run_and_the_expert_move(tmp_path, capsys):
+    record = _bench(tmp_path, "--model", "demo", "--steps", "2", *TINY, "--set", "offload=components")
+    total, _ = transformer_parameters(DEMO_TRANSFORMER)
+    assert record["offload"] == "components" and record["offload_bytes_per_step"] == 0
+    assert record["offload_bytes_per_run"] == total * 4  # the one expert's float32 weights, moved once
+    assert record["weights_to_device_seconds"] > 0
+    printed = capsys.readouterr().out
+    assert "GiB per run of 2 steps" in printed and "an expert's weights to the device" in printed

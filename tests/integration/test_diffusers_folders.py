@@ -1,6 +1,6 @@
 """Every Wan pipeline class diffusers has, saved by its own `save_pretrained` with each tokenizer
 kind a UMT5-style text encoder comes with, loaded through the CLI: the classes whose components
-wanjax reads generate; the others are refused naming the mode wanjax does not build."""
+wanjax reads generate (Wan Animate given its driving videos, refused by name without them)."""
 
 import inspect
 import shutil
@@ -19,7 +19,7 @@ from tiny_wan import (
     with_tokenizer,
 )
 from tokenizer_kinds import TOKENIZER_KINDS, write_tokenizer
-from wanjax.adapters.checkpoints.diffusers_folder import SUPPORTED_PIPELINES, UNBUILT_PIPELINES
+from wanjax.adapters.checkpoints.diffusers_folder import SUPPORTED_PIPELINES
 from wanjax.entrypoints.cli import main
 
 SMALL = ["--height", "32", "--width", "48", "--num-frames", "5", "--steps", "2", "--quiet"]
@@ -41,11 +41,14 @@ def test_every_wan_pipeline_class_of_diffusers_is_read_or_refused_by_name():
     exported = {name: getattr(diffusers, name) for name in dir(diffusers) if name.startswith("Wan")}  # lazy module
     pipeline = diffusers.DiffusionPipeline
     classes = {name for name, value in exported.items() if inspect.isclass(value) and issubclass(value, pipeline)}
-    assert classes == set(SUPPORTED_PIPELINES) | set(UNBUILT_PIPELINES) == set(BUILDERS)
+    assert classes == set(SUPPORTED_PIPELINES) == set(BUILDERS)
 
 
-@pytest.mark.parametrize("tokenizer_kind", TOKENIZER_KINDS)
-@pytest.mark.parametrize("pipeline", SUPPORTED_PIPELINES)
+# Wan Animate's text side is the I2V pipeline's: one tokenizer kind covers it.
+CASES = [(p, kind) for p in SUPPORTED_PIPELINES for kind in TOKENIZER_KINDS if p != "WanAnimatePipeline"]
+
+
+@pytest.mark.parametrize("pipeline, tokenizer_kind", [*CASES, ("WanAnimatePipeline", "tokenizer.json")])
 def test_a_saved_folder_generates_through_the_cli(tmp_path, pipeline, tokenizer_kind):
     model = _saved(BUILDERS[pipeline](), tokenizer_kind, tmp_path / "model")
     out = tmp_path / "frames.npy"
@@ -64,12 +67,14 @@ def test_the_jax_text_encoder_names_the_tokenizer_json_it_needs(tmp_path, capsys
     assert f"{model / 'tokenizer'} has no tokenizer.json" in err and "text_encoder_backend=torch" in err
 
 
-def test_a_wan_animate_folder_is_refused_naming_the_mode(tmp_path, capsys):
+def test_a_wan_animate_folder_without_its_driving_videos_is_refused_naming_them(tmp_path, capsys):
     model = _saved(tiny_wan_animate_pipeline(), "tokenizer.json", tmp_path / "model")
-    assert main(["generate", "--model", str(model), "--prompt", "a fox", *SMALL, "--out", str(tmp_path / "v.mp4")]) == 2
+    image = _inputs("WanImageToVideoPipeline", tmp_path)
+    args = ["--model", str(model), "--prompt", "a fox", *SMALL, *image, "--out", str(tmp_path / "v.mp4")]
+    assert main(["generate", *args]) == 2
     err = capsys.readouterr().err
-    assert "pipeline WanAnimatePipeline is Wan-Animate's character animation" in err and "does not build" in err
-    assert list(tmp_path.iterdir()) == [model]
+    assert "Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video" in err
+    assert not (tmp_path / "v.mp4").exists()
 
 
 def test_a_modular_pipeline_folder_is_refused_naming_what_to_save_instead(tmp_path, capsys):
@@ -98,14 +103,24 @@ def _saved(pipe, tokenizer_kind, folder):
 
 
 def _inputs(pipeline, folder):
-    """The input each pipeline's mode takes: a first frame, a source video, a control video."""
+    """The input each pipeline's mode takes: a first frame, a source video, a control video, a
+    character with its pose and face videos."""
     frames = np.random.default_rng(0).integers(0, 256, (5, 32, 48, 3), dtype=np.uint8)
     if pipeline == "WanImageToVideoPipeline":
         Image.fromarray(frames[0]).save(folder / "first.png")
         return ["--image", str(folder / "first.png")]
     if pipeline in ("WanVideoToVideoPipeline", "WanVACEPipeline"):
-        (folder / "video").mkdir()
-        for i, frame in enumerate(frames):
-            Image.fromarray(frame).save(folder / "video" / f"{i}.png")
-        return ["--video", str(folder / "video")]
+        return ["--video", str(_frame_folder(folder / "video", frames))]
+    if pipeline == "WanAnimatePipeline":  # one segment of 5 frames
+        Image.fromarray(frames[0]).save(folder / "character.png")
+        pose, face = _frame_folder(folder / "pose", frames), _frame_folder(folder / "face", frames[:, :16, :16])
+        return ["--image", str(folder / "character.png"), "--pose-video", str(pose), "--face-video", str(face),
+                "--set", "segment_frame_length=5"]  # fmt: skip
     return []
+
+
+def _frame_folder(folder, frames):
+    folder.mkdir()
+    for i, frame in enumerate(frames):
+        Image.fromarray(frame).save(folder / f"{i}.png")
+    return folder

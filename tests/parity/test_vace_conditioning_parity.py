@@ -14,8 +14,7 @@ from vace_inputs import FRAMES, HEIGHT, WIDTH, MODES, inputs, to_pil, unit
 from vae_models import VaeModels
 
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
-from wanjax.application.vace import vace_control
-from wanjax.domain.vace import mask_latents, nearest_frames
+from wanjax.domain.modes.vace import mask_latents, nearest_frames, vace_control
 
 RELATIVE_TOLERANCE = 1e-5
 VACE_TRANSFORMER = dict(

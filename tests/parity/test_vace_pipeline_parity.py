@@ -19,7 +19,7 @@ from vae_models import VaeModels
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.denoising.denoiser import DenoiserOptions, JaxDenoiser
 from wanjax.adapters.jax.transformer.weights import load_transformer
-from wanjax.application.vace import vace_control
+from wanjax.domain.modes.vace import vace_control
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.requests import GenerationRequest

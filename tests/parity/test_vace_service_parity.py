@@ -15,7 +15,7 @@ from vace_inputs import FRAMES, HEIGHT, MODES, WIDTH, inputs, to_pil
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.vace import VaceInputs
+from wanjax.domain.modes.vace import VaceInputs
 
 PROMPT, NEGATIVE, STEPS, GUIDANCE, MAX_LEN = "a small red boat", "blurry", 3, 5.0, 16
 

@@ -16,7 +16,7 @@ from diffusers import FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler, 
 
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.scheduling import sampler_table, solver_step
-from wanjax.domain.video_to_video import first_denoising_step, noised_latents
+from wanjax.domain.modes.video_to_video import first_denoising_step, noised_latents
 
 FLOAT32_RTOL = 1e-5  # as test_scheduler_parity.py: float32 weights rounded differently
 

@@ -31,6 +31,7 @@ from denoiser_cases import (
     case_plan,
 )
 
+from wanjax.adapters.jax.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
@@ -100,7 +101,10 @@ def test_scan_loop_is_one_scan_over_the_steps_with_the_expert_switch_inside():
 
     inputs = denoiser.program.inputs(LATENTS, context, negative, Conditioning(), abstract=False)
     state = plan.solver.initial_state(jnp.asarray(latents))
-    closed = jax.make_jaxpr(denoiser.program.scan_loop)(denoiser.program.params, state, PlanArrays.of(plan), inputs)
+    cache = denoiser.program.initial_cache(CacheControls.of(plan.cache), state.sample, inputs)
+    closed = jax.make_jaxpr(denoiser.program.scan_loop)(
+        denoiser.program.params, state, PlanArrays.of(plan), inputs, cache
+    )
     top = [e for e in closed.jaxpr.eqns if e.primitive.name == "scan"]
     assert len(top) == 1 and top[0].params["length"] == plan.num_steps
     switches = [e for e in _eqns(top[0].params["jaxpr"].jaxpr) if e.primitive.name == "cond"]

@@ -12,7 +12,13 @@ from fakes import FakeDenoiser, fake_service
 from PIL import Image
 
 from wanjax.adapters.media.video_files import Mp4Sink
-from wanjax.application.job_requests import frames_for_seconds, request_from_record, request_record, validated_request
+from wanjax.application.job_requests import (
+    frames_for_seconds,
+    queued_request,
+    request_from_record,
+    request_record,
+    validated_request,
+)
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 
@@ -48,17 +54,43 @@ def test_the_video_api_fields_become_request_fields_and_wanjax_fields_win():
 
 def test_media_are_checked_undecoded_and_decoded_from_the_record_when_the_job_runs(tmp_path):
     request = _request({}, {"input_reference": _png(10), "last_image": _png(200)})
-    assert request.image.shape == request.last_image.shape == (1, 1, 3)  # stand-ins: nothing decoded yet
+    assert request.image.shape == request.last_image.shape == (8, 8, 3)  # stand-ins: views, nothing decoded yet
+    assert request.image.base is not None and not request.image.any()
     decoded = request_from_record(request_record(request), {"image": _png(10), "last_image": _png(200)}, CONFIG)
     assert decoded.image[0, 0, 0] == 10 and decoded.last_image[0, 0, 0] == 200
 
     Mp4Sink().write(np.full((7, 32, 48, 3), 128, np.uint8), tmp_path / "source.mp4", fps=16)
     video = (tmp_path / "source.mp4").read_bytes()
     request = _request({"strength": 0.5}, {"video": video})
-    assert request.video.shape == (5, 1, 1, 3) and request.video.base is not None and request.strength == 0.5
+    assert request.video.shape == (5, 32, 48, 3) and request.video.base is not None and request.strength == 0.5
     assert request_from_record(request_record(request), {"video": video}, CONFIG).video.shape == (5, 32, 48, 3)
     with pytest.raises(InvalidRequestError, match=r"video .* has 7 frame\(s\); num_frames=9 needs"):
         _request({"num_frames": 9}, {"video": video})
+
+
+def test_animate_files_stand_in_at_the_shapes_they_are_read_in_and_survive_the_record(tmp_path):
+    """Whole videos counted and sized from their headers (the pose video's length, the face video's
+    size; the fitted ones at the video's size), kept in the record for a restart, decoded whole."""
+    videos = {"pose_video": (11, 32, 48), "face_video": (11, 16, 16), "background_video": (7, 64, 96),
+              "mask": (3, 32, 48)}  # fmt: skip
+    files = {}
+    for name, shape in videos.items():
+        Mp4Sink().write(np.full((*shape, 3), 255, np.uint8), tmp_path / f"{name}.mp4", fps=16)
+        files[name] = (tmp_path / f"{name}.mp4").read_bytes()
+    request = _request({"segment_frame_length": 5}, {"input_reference": _png(9), **files})
+    stand_ins = {name: request.input(name).shape for name in ("image", *videos)}
+    assert stand_ins == {"image": (32, 48, 3), "pose_video": (11, 32, 48, 3), "face_video": (11, 16, 16, 3),
+                         "background_video": (7, 32, 48, 3), "mask": (3, 32, 48)}  # fmt: skip
+    record = request_record(request)
+    assert record["output_frames"] == 11  # the pose video's, not num_frames=5
+    queued = queued_request(record, CONFIG)
+    assert queued == request and {name: queued.input(name).shape for name in stand_ins} == stand_ins
+    decoded = request_from_record(record, {"image": _png(9), **files}, CONFIG)
+    assert {name: decoded.input(name).shape for name in stand_ins} == stand_ins
+    assert decoded.image[0, 0].tolist() == [0, 0, 0] and decoded.image[16, 24].tolist() == [9, 9, 9]  # on its canvas
+    Mp4Sink().write(np.zeros((1, 32, 48, 3), np.uint8), tmp_path / "one.mp4", fps=16)
+    with pytest.raises(InvalidRequestError, match=r"the pose video has 1 frame\(s\); Animate needs more than"):
+        _request({}, {"input_reference": _png(9), **files, "pose_video": (tmp_path / "one.mp4").read_bytes()})
 
 
 def _png_header(width: int, height: int) -> bytes:
@@ -75,7 +107,7 @@ def _png_header(width: int, height: int) -> bytes:
 def test_an_image_is_bounded_by_the_videos_size_before_it_is_decoded():
     with pytest.raises(InvalidRequestError, match=r"input_reference .* is 12000x12000: .* at most 36 times"):
         _request({}, {"input_reference": _png_header(12000, 12000)})
-    assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).image.shape == (1, 1, 3)
+    assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).image.shape == (32 * 6, 48 * 6, 3)
 
 
 def test_a_model_that_takes_no_image_refuses_one_before_reading_it():
@@ -120,7 +152,7 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"seconds": -1}, {}, "seconds=-1"),
         ({"seconds": "1e308"}, {}, "seconds='1e308'"),
         ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
-        ({"image": "AAAA"}, {}, "image: send the first frame as the file `input_reference`"),
+        ({"image": "AAAA"}, {}, "image: send it as the file `input_reference`"),
         ({"cache": "magcache"}, {}, "cache: set by the server"),
         ({"vace": {}}, {}, "vace: VACE inputs are taken by `wanjax generate` only"),
         ({}, {"input_reference": _png(1), "last_image": b"not a png"}, "last_image .* is not"),

@@ -6,10 +6,13 @@ import pytest
 
 from wanjax.domain.architectures import WAN21_FLF2V_14B, WAN21_I2V_14B, WAN21_T2V_14B, WAN22_I2V_A14B
 from wanjax.domain.batch import shared_request
-from wanjax.domain.conditioning import ImageConditioning, frame_mask
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes import check_inputs
+from wanjax.domain.modes.base import ModelTraits
+from wanjax.domain.modes.image_to_video import frame_mask
+from wanjax.domain.modes.registry import mode_for
+from wanjax.domain.specs import VaeSpec
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.scheduling import sampler_table
 from wanjax.domain.warmup import warmup_request
@@ -18,6 +21,11 @@ CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=9, n
 IMAGE = np.zeros((8, 8, 3), np.uint8)
 VIDEO = np.zeros((9, 8, 8, 3), np.uint8)
 CHANNELS, NONE, FIRST = ImageConditioning.CHANNELS, ImageConditioning.NONE, ImageConditioning.FIRST_FRAME
+
+
+def check_inputs(request, mode, spec):
+    """The request's mode on a model of `spec` that takes an image as `mode`, checked."""
+    return mode_for(request, ModelTraits(transformer=spec, vae=VaeSpec(), image_conditioning=mode))
 
 
 @pytest.mark.parametrize(
@@ -103,3 +111,13 @@ def test_the_last_frame_is_the_last_slot_of_the_last_latent_frame():
     both = frame_mask(3, 2, 2, 4, last_frame=True)
     assert first[0, :, 0, 0].tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 0]]
     assert both[0, :, 0, 0].tolist() == [[1, 1, 1, 1], [0, 0, 0, 0], [0, 0, 0, 1]]
+
+
+def test_an_animate_character_off_the_videos_canvas_is_refused_naming_the_fix():
+    """The CLI and the server place the character on a black canvas of the video's size; a
+    character given through the Python API at another size is refused, never stretched."""
+    pose, face = np.zeros((5, 32, 48, 3), np.uint8), np.zeros((5, 16, 16, 3), np.uint8)
+    inputs = {"pose_video": pose, "face_video": face}
+    assert CONFIG.request("a dancer", image=np.zeros((32, 48, 3), np.uint8), inputs=inputs).image.shape == (32, 48, 3)
+    with pytest.raises(InvalidRequestError, match="the character is 24x40, the video 48x32; give it on a black canvas"):
+        CONFIG.request("a dancer", image=np.zeros((40, 24, 3), np.uint8), inputs=inputs)

@@ -8,7 +8,7 @@ import pytest
 from wanjax.domain.architectures import published_architecture
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.memory import GIB, Workload, block_weights, check_fits, plan_memory
-from wanjax.domain.offload import least_offload
+from wanjax.domain.offload import covering, least_offload
 from wanjax.domain.settings import DenoiserSettings
 from wanjax.domain.sizes import parse_size
 
@@ -89,6 +89,61 @@ def test_the_planner_loads_with_the_most_offload_any_checked_request_needed():
     large = config.request("a fox")  # the preset's 1280x720x81: 73 GiB resident
     assert planner.check(large).offload == "none"  # fits 80 GiB
     planner = MemoryPlanner(settings, checkpoint, DeviceSize(device=48 * GIB, host=1024 * GIB))
-    assert planner.check(large).offload == "layers"
+    assert planner.check(large).offload == "components"  # one expert on the device at a time
     planner.check(small)
-    assert planner.offload() == "layers"
+    assert planner.offload() == "components"
+    planner = MemoryPlanner(settings, checkpoint, DeviceSize(device=24 * GIB, host=1024 * GIB))
+    assert planner.check(large).offload == "layers"  # one expert alone is 27 GiB
+
+
+def test_with_components_the_peak_is_the_largest_phase_and_the_host_holds_every_component():
+    work = attrs.evolve(A14B_720P81, text_encoder_parameters=5_700_000_000, text_encoder_backend="jax")
+    plan = lambda offload: plan_memory(  # noqa: E731
+        attrs.evolve(work, offload=offload), platform="gpu", available=48 * GIB, host_available=256 * GIB
+    )
+    resident, moved = plan("none"), plan("components")
+    phases = dict(moved.phases)
+    assert set(phases) == {"text encoding", "denoising", "VAE decode"}
+    assert moved.peak == max(phases.values()) == phases["denoising"] < resident.peak
+    assert moved.fits and not resident.fits
+    weights = dict(resident.parts)
+    assert dict(moved.host_parts) == {
+        "transformer weights": weights["transformer weights"],  # both experts, one at a time on the device
+        "VAE weights": weights["VAE weights"],
+        "text encoder weights": weights["text encoder weights"],
+    }
+    assert dict(moved.parts)["transformer weights, one expert"] == weights["transformer weights"] // 2
+
+
+def test_the_refusal_names_every_offload_that_fits_with_its_peak():
+    with pytest.raises(InvalidRequestError) as refused:
+        check_fits(_plan("none"), A14B_720P81)
+    fixes = str(refused.value).split("What would make it fit:")[1]
+    assert "offload=layers" in fixes and "offload=all" in fixes and "offload=components" not in fixes
+    assert _plan("all").fits and _plan("all").peak < _plan("layers").peak
+
+
+def test_auto_covers_every_checked_request_and_orders_the_settings():
+    assert covering("components", "layers") == "all" and covering("none", "components") == "components"
+    assert least_offload(lambda offload: _plan(offload) if offload != "layers" else _plan("none"))[0] == "all"
+
+
+@pytest.mark.parametrize("offload", ["components", "all"])
+def test_request_loras_are_refused_with_any_offload_naming_the_fix(offload):
+    with pytest.raises(ConfigError, match=rf"offload={offload}.*merge the LoRAs at load \(--lora\)"):
+        DenoiserSettings(offload=offload, request_loras=True)
+
+
+def test_all_holds_one_experts_non_block_weights_and_two_of_its_blocks():
+    weights, blocks = dict(_plan("none").parts)["transformer weights"], block_weights(A14B_720P81)
+    block = blocks // (2 * A14B.transformer.num_layers)
+    assert dict(_plan("all").parts)["transformer weights, 2 blocks"] == (weights - blocks) // 2 + 2 * block
+
+
+@pytest.mark.parametrize("chosen", ["components", "layers", "all"])
+def test_request_loras_with_auto_are_refused_where_auto_chose_an_offload(chosen):
+    from wanjax.application.builders import build_lora_switch
+
+    settings = DenoiserSettings(offload="auto", request_loras=True)
+    with pytest.raises(ConfigError, match=rf"offload=auto chose offload={chosen}.*\(--lora\)"):
+        build_lora_switch(None, settings, chosen)

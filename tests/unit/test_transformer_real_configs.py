@@ -8,13 +8,12 @@ import math
 import jax.numpy as jnp
 import pytest
 import torch
-from diffusers import WanTransformer3DModel, WanVACETransformer3DModel
 from flax import nnx
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import transformer_weight_shapes
-from wanjax.adapters.torch.diffusers_bench import diffusers_config
+from wanjax.adapters.torch.diffusers_bench import diffusers_config, transformer_class
 from wanjax.domain.architectures import (
     WAN21_FLF2V_14B,
     WAN21_I2V_14B,
@@ -22,6 +21,7 @@ from wanjax.domain.architectures import (
     WAN21_T2V_14B,
     WAN21_VACE_1_3B,
     WAN21_VACE_14B,
+    WAN22_ANIMATE_14B,
     WAN22_I2V_A14B,
     WAN22_T2V_A14B,
     WAN22_TI2V_5B,
@@ -39,12 +39,13 @@ CONFIGS = {
     "2.2-TI2V-5B": WAN22_TI2V_5B,
     "2.1-VACE-1.3B": WAN21_VACE_1_3B,
     "2.1-VACE-14B": WAN21_VACE_14B,
+    "2.2-Animate-14B": WAN22_ANIMATE_14B,
 }
 # diffusers' parameter counts of these configs, in billions (the sizes the model names round)
 BILLIONS = {
     "2.1-T2V-1.3B": 1.419, "2.1-T2V-14B": 14.288, "2.1-I2V-14B": 16.395, "2.1-FLF2V-14B": 16.396,
     "2.2-T2V-A14B": 14.288, "2.2-I2V-A14B": 14.289, "2.2-TI2V-5B": 5.000,
-    "2.1-VACE-1.3B": 2.154, "2.1-VACE-14B": 17.338,
+    "2.1-VACE-1.3B": 2.154, "2.1-VACE-14B": 17.338, "2.2-Animate-14B": 17.275,
 }  # fmt: skip
 
 
@@ -57,7 +58,7 @@ def test_matches_diffusers_parameters(name: str, scan_layers: bool) -> None:
     runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
     model = nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
     with torch.device("meta"):
-        reference = (WanVACETransformer3DModel if spec.is_vace else WanTransformer3DModel)(**config)
+        reference = transformer_class(spec)(**config)
 
     ours = sum(math.prod(p.get_value().shape) for _, p in nnx.iter_graph(model) if isinstance(p, nnx.Param))
     assert ours == sum(p.numel() for p in reference.parameters())

@@ -16,15 +16,16 @@ import jax.numpy as jnp
 import numpy as np
 
 from wanjax.adapters.jax.caching.report import run_report, stacked
-from wanjax.adapters.jax.caching.state import CacheControls
+from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
 from wanjax.adapters.jax.denoising.program import DenoiserOptions, DenoisingProgram
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
-from wanjax.adapters.jax.denoising.step import with_first_frame
+from wanjax.adapters.jax.denoising.step import StepInputs, with_first_frame
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import NumericalError
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import Denoised, StepCallback
+from wanjax.domain.scheduling import SolverState
 
 
 class JaxDenoiser:
@@ -53,12 +54,15 @@ class JaxDenoiser:
         program = self.program
         inputs = program.inputs(jnp.shape(latents), context, negative_context, conditioning, abstract=True)
         state = program.initial_state(plan, latents)
+        controls = CacheControls.of(plan.cache)
+        cache = program.initial_cache(controls, state.sample, inputs)
         if program.options.scan_diffusion_loop:
-            program.loop.prepare(program.params, state, PlanArrays.of(plan), inputs)
+            steps = PlanArrays.of(plan)
+            for expert, segment in program.loop_segments(plan):
+                params = program.loop_params(expert, abstract=True)
+                program.loop.prepare(params, state, steps.segment(segment), inputs, cache)
         else:
-            controls = CacheControls.of(plan.cache)
-            cache = program.initial_cache(controls, state.sample, inputs)
-            program.step.prepare(*program.step_arguments(state, plan, 0, inputs, cache, controls))
+            program.step.prepare(*program.step_arguments(state, plan, 0, inputs, cache, controls, abstract=True))
 
     def denoise(
         self,
@@ -70,23 +74,25 @@ class JaxDenoiser:
         conditioning: Conditioning = Conditioning(),
     ) -> Denoised:
         program = self.program
-        inputs = program.inputs(jnp.shape(latents), context, negative_context, conditioning)
-        state = program.initial_state(plan, latents)
-        if program.options.scan_diffusion_loop:
-            state, report = program.loop(program.params, state, PlanArrays.of(plan), inputs)
-            if on_step is not None:
-                on_step(plan.num_steps, plan.num_steps)
-        else:
-            controls, reports = CacheControls.of(plan.cache), []
+        with program.run():
+            inputs = program.inputs(jnp.shape(latents), context, negative_context, conditioning)
+            state = program.initial_state(plan, latents)
+            controls = CacheControls.of(plan.cache)
             cache = program.initial_cache(controls, state.sample, inputs)
-            for i in range(plan.num_steps):
-                arguments = program.step_arguments(state, plan, i, inputs, cache, controls)
-                state, cache, step_report = program.step(*arguments)
-                reports.append(step_report)
-                if on_step is not None:  # told of a step once the device has finished it, not when dispatched
-                    jax.block_until_ready(state.sample)
-                    on_step(i + 1, plan.num_steps)
-            report = stacked(reports)
+            if program.options.scan_diffusion_loop:
+                state, report = self._scanned(plan, state, cache, inputs)
+                if on_step is not None:
+                    on_step(plan.num_steps, plan.num_steps)
+            else:
+                reports = []
+                for i in range(plan.num_steps):
+                    arguments = program.step_arguments(state, plan, i, inputs, cache, controls)
+                    state, cache, step_report = program.step(*arguments)
+                    reports.append(step_report)
+                    if on_step is not None:  # told of a step once the device has finished it, not when dispatched
+                        jax.block_until_ready(state.sample)
+                        on_step(i + 1, plan.num_steps)
+                report = stacked(reports)
         sample = with_first_frame(state.sample, inputs.conditioning.first_frame).astype(jnp.float32)
         if not bool(jnp.isfinite(sample).all()):
             raise NumericalError(
@@ -95,3 +101,14 @@ class JaxDenoiser:
                 "check the LoRA), or the activations overflowed in bfloat16 (try --dtype float32)"
             )
         return Denoised(sample, run_report(report, plan.num_steps, plan.uses_guidance))
+
+    def _scanned(
+        self, plan: SamplingPlan, state: SolverState, cache: CacheState, inputs: StepInputs
+    ) -> tuple[SolverState, StepReport]:
+        """The plan as one compiled scan, or one per expert's run of steps where the experts move
+        on and off the device between them; the cache state carries across."""
+        program, steps, reports = self.program, PlanArrays.of(plan), []
+        for expert, segment in program.loop_segments(plan):
+            state, cache, report = program.loop(program.loop_params(expert), state, steps.segment(segment), inputs, cache)
+            reports.append(report)
+        return state, jax.tree.map(lambda *parts: jnp.concatenate(parts), *reports)

@@ -10,7 +10,9 @@ arguments of the same executables.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import attrs
@@ -26,7 +28,8 @@ from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, Step
 from wanjax.adapters.jax.platform.compiled import CompiledFunction
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.offload import blocks_in_host_memory
+from wanjax.adapters.jax.platform.residency import Residency
+from wanjax.adapters.jax.transformer.offload import blocks_in_host_memory, in_blocks
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
@@ -42,26 +45,36 @@ class DenoiserOptions:
     scheduler_dtype: the dtype of the solver state and its arithmetic (the latents between steps).
     stream_blocks: the blocks' weights live in host memory and reach the device one block ahead of
       the block that runs (`offload=layers`); the program moves any that are not there yet.
+    experts_off_device: each expert's weights wait in host memory and are on the device only while
+      its steps run, one expert at a time (`offload=components`; with `stream_blocks` too, the
+      blocks' weights stay in host memory throughout).
     """
 
     use_kv_cache: bool = True
     scan_diffusion_loop: bool = False
     scheduler_dtype: DTypeLike = jnp.float32
     stream_blocks: bool = False
+    experts_off_device: bool = False
 
 
 class DenoisingProgram:
     """The compiled pieces of denoising with `experts` (one, or Wan 2.2's two, high noise first).
 
     `step` runs `guided_step` and `loop` runs `scan_loop`, each compiled once per argument
-    shapes; `params` holds each expert's weights, `dtype` their compute dtype.
+    shapes; `params` holds each expert's weights where they wait between runs (`residency`),
+    `working(e)` expert e's as the steps read them, `dtype` their compute dtype.
     """
 
     def __init__(self, experts: Sequence[WanTransformer], options: DenoiserOptions = DenoiserOptions()) -> None:
         self.model = StepModel(nnx.graphdef(experts[0]), stream_blocks=options.stream_blocks)
         self.architecture = experts[0]  # read for shapes and dtypes only
         params = tuple(nnx.split(expert)[1] for expert in experts)
-        self.params = tuple(blocks_in_host_memory(p) for p in params) if options.stream_blocks else params
+        params = tuple(blocks_in_host_memory(p) for p in params) if options.stream_blocks else params
+        stays_in_host = in_blocks if options.stream_blocks else Residency().stays_in_host
+        self.residency = Residency(off_device=options.experts_off_device, stays_in_host=stays_in_host)
+        self.params = tuple(self.residency.at_rest(p) for p in params)
+        self._at_work: tuple[int, nnx.State] | None = None
+        self._one_run = threading.Lock()
         self.dtype = experts[0].dtype
         self.options = options
         self._rope_tables = experts[0].rope_tables
@@ -75,6 +88,59 @@ class DenoisingProgram:
     def num_compiled(self) -> int:
         """Denoising executables compiled so far (the KV-cache builder not counted)."""
         return self.step.num_compiled + self.loop.num_compiled
+
+    def working(self, expert: int, *, abstract: bool = False) -> nnx.State:
+        """Expert `expert`'s weights placed for its steps. With `experts_off_device`, a device copy
+        made when that expert starts working, the previous expert's copy dropped first, so the device
+        holds one expert at a time (`release` drops the last); `abstract`: their shapes, nothing copied."""
+        params = self.params[expert]
+        if abstract:
+            return self.residency.working_shapes(params)
+        if not self.residency.off_device:
+            return params
+        if self._at_work is None or self._at_work[0] != expert:
+            self._at_work = None
+            self._at_work = (expert, self.residency.working(params))
+        return self._at_work[1]
+
+    @property
+    def expert_at_work(self) -> int | None:
+        """The expert whose device copy `working` holds (None: none held, or weights not moved)."""
+        return None if self._at_work is None else self._at_work[0]
+
+    def release(self) -> None:
+        """Drops the working expert's device copy (the run is over)."""
+        self._at_work = None
+
+    @contextmanager
+    def run(self) -> Iterator[None]:
+        """One denoising run: with `experts_off_device` the only one at a time (the working expert's
+        copy is the program's, so concurrent runs would trade it back and forth), its copy released
+        at the end; otherwise nothing is held and runs overlap freely."""
+        if not self.residency.off_device:
+            yield
+            return
+        with self._one_run:
+            try:
+                yield
+            finally:
+                self.release()
+
+    def loop_segments(self, plan: SamplingPlan) -> list[tuple[int, slice]]:
+        """The runs of consecutive steps the scan loop runs as one: all steps, or with
+        `experts_off_device` each expert's steps apart (its weights moved in between)."""
+        experts = list(plan.experts)
+        if not self.residency.off_device:
+            return [(experts[0], slice(0, len(experts)))]
+        starts = [i for i in range(len(experts)) if i == 0 or experts[i] != experts[i - 1]]
+        return [(experts[a], slice(a, b)) for a, b in zip(starts, [*starts[1:], len(experts)])]
+
+    def loop_params(self, expert: int, *, abstract: bool = False) -> tuple[nnx.State, ...]:
+        """The scan loop's weights for a segment of `expert`'s steps: every expert's as they are, or
+        with `experts_off_device` the working expert's in each expert's place (the others' never run)."""
+        if not self.residency.off_device:
+            return self.params
+        return (self.working(expert, abstract=abstract),) * len(self.params)
 
     def initial_state(self, plan: SamplingPlan, latents: Any) -> SolverState:
         return plan.solver.initial_state(jnp.asarray(latents, self.options.scheduler_dtype))
@@ -104,10 +170,12 @@ class DenoisingProgram:
             text = (contexts,) * len(self.params)
             return StepInputs(text, c._replace(image_context=image_context), rope)
         if abstract:
-            text = tuple(jax.eval_shape(self.cross_attention_kv, p, contexts, image_context) for p in self.params)
-            self.cross_kv.prepare(self.params[0], contexts, image_context)
-        else:
-            text = tuple(self.cross_kv(p, contexts, image_context) for p in self.params)
+            params = [self.working(e, abstract=True) for e in range(len(self.params))]
+            text = tuple(jax.eval_shape(self.cross_attention_kv, p, contexts, image_context) for p in params)
+            self.cross_kv.prepare(params[0], contexts, image_context)
+        else:  # the last expert first: the first, which the loop starts with, is then at work already
+            order = range(len(self.params) - 1, -1, -1)
+            text = tuple(reversed([self.cross_kv(self.working(e), contexts, image_context) for e in order]))
         return StepInputs(text, c._replace(image_context=None), rope)
 
     def step_arguments(
@@ -118,13 +186,17 @@ class DenoisingProgram:
         inputs: StepInputs,
         cache: CacheState = CacheState(),
         controls: CacheControls | None = None,
+        *,
+        abstract: bool = False,
     ) -> tuple[Step, SolverState, CacheState]:
         """The arguments of `step` for step i; `cache` as the previous step left it (empty for a
-        dense plan), `controls` the plan's (`CacheControls.of(plan.cache)`, made once per run)."""
+        dense plan), `controls` the plan's (`CacheControls.of(plan.cache)`, made once per run);
+        `abstract`: the weights as shapes (to compile for)."""
         expert = plan.experts[i]
         values = StepValues(plan.solver.row(i), plan.timesteps[i], plan.guidance_scales[i], np.int32(expert))
         controls = (CacheControls.of(plan.cache) if controls is None else controls).at(i)
-        return Step.of(self.params[expert], values, controls, inputs, expert), state, cache
+        params = self.working(expert, abstract=abstract)
+        return Step.of(params, values, controls, inputs, expert), state, cache
 
     def cross_attention_kv(
         self, params: nnx.State, contexts: jax.Array, image_context: jax.Array | None
@@ -140,10 +212,16 @@ class DenoisingProgram:
         return denoise_step(self.model, step, state, cache)
 
     def scan_loop(
-        self, params: tuple[nnx.State, ...], state: SolverState, steps: PlanArrays, inputs: StepInputs
-    ) -> tuple[SolverState, StepReport]:
-        """Every step of the plan (`PlanArrays.of(plan)`) as one `lax.scan`."""
-        return scan_denoise(self.model, params, state, steps, inputs)
+        self,
+        params: tuple[nnx.State, ...],
+        state: SolverState,
+        steps: PlanArrays,
+        inputs: StepInputs,
+        cache: CacheState,
+    ) -> tuple[SolverState, CacheState, StepReport]:
+        """The steps of `steps` (`PlanArrays.of(plan)`, or a segment of it) as one `lax.scan`, from
+        `state` and `cache` (`initial_cache` before the first step)."""
+        return scan_denoise(self.model, params, state, steps, inputs, cache)
 
 
 def _compiler_options() -> dict[str, str]:

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from flax import nnx
 
 from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
-from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache
+from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
 
@@ -46,6 +46,12 @@ class PlanArrays(NamedTuple):
             cache=CacheControls.of(plan.cache),
         )
 
+    def segment(self, steps: slice) -> PlanArrays:
+        """These steps' values alone (the rule's parameters are not per step)."""
+        cut = lambda tree: jax.tree.map(lambda a: a[steps], tree)  # noqa: E731
+        cache = dataclasses.replace(self.cache, steps=cut(self.cache.steps))
+        return PlanArrays(cut(self.rows), cut(self.timesteps), cut(self.guidance_scales), cut(self.experts), cache)
+
 
 def scan_denoise(
     model: StepModel,
@@ -53,12 +59,11 @@ def scan_denoise(
     state: SolverState,
     steps: PlanArrays,
     inputs: StepInputs,
-) -> tuple[SolverState, StepReport]:
-    """All steps of `steps` from `state`; params[e] and inputs.text[e] belong to expert e.
-    Returns the final state and what each step ran (fields [S])."""
+    cache: CacheState,
+) -> tuple[SolverState, CacheState, StepReport]:
+    """All steps of `steps` from `state` and `cache`; params[e] and inputs.text[e] belong to
+    expert e. Returns the final state and cache and what each step ran (fields [S])."""
     controls = steps.cache
-    architecture = nnx.merge(model.graphdef, params[0])  # read for its shapes only
-    cache = initial_cache(architecture, controls, state.sample, inputs)
 
     def expert_step(expert: int, carry: tuple[SolverState, CacheState], values: StepValues, step_controls):
         state, cache = carry
@@ -74,5 +79,5 @@ def scan_denoise(
         return jax.lax.switch(values.expert, branches, carry, values, step_controls)
 
     values = StepValues(steps.rows, steps.timesteps, steps.guidance_scales, steps.experts)
-    (state, _), reports = jax.lax.scan(body, (state, cache), (values, controls.steps))
-    return state, reports
+    (state, cache), reports = jax.lax.scan(body, (state, cache), (values, controls.steps))
+    return state, cache, reports

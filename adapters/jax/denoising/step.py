@@ -42,6 +42,7 @@ from wanjax.adapters.jax.caching.state import (
     StepReport,
     initial_cache_state,
 )
+from wanjax.adapters.jax.transformer.animate.branch import AnimateInputs
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
@@ -232,8 +233,12 @@ def _transformer_pass(
     control = step.conditioning.control
     scale = step.conditioning.control_scale
     vace = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
+    animate = _animate_inputs(transformer, step.conditioning, x_rows.shape, copies)
+    if animate is not None:
+        tokens = tokens + animate.pose
+    face = None if animate is None else animate.face
     if not controls.tracks_residual:
-        out = _blocks(model, step, tokens, time.temb6, vace)
+        out = _blocks(model, step, tokens, time.temb6, vace, face)
         norms = residual_norms(out - tokens, copies) if controls.calibrate else None
         return transformer.head(out, time, grid), cache, StepReport(residual_norms=norms)
 
@@ -244,7 +249,7 @@ def _transformer_pass(
         return tokens + residual, residual
 
     def computed(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = _blocks(model, step, tokens, temb6, vace)
+        out = _blocks(model, step, tokens, temb6, vace, face)
         return out, out - tokens
 
     out, residual = jax.lax.cond(reuse, reused, computed, step, tokens, time.temb6)
@@ -267,16 +272,32 @@ def _reuses_residual(
     return reuse, cache._replace(tea=tea)
 
 
+def _animate_inputs(
+    transformer: WanTransformer, c: Conditioning, shape: tuple[int, ...], copies: int
+) -> AnimateInputs | None:
+    """An Animate model's pose and face tokens for the rows of latents of `shape` (conditional
+    rows first; the others see a blank face, all -1, as diffusers' unconditional pass); None
+    for the other models."""
+    if c.pose is None:
+        return None
+    blank = -jnp.ones_like(c.face)
+    faces = jnp.concatenate([c.face] + [blank] * (copies - 1)).astype(transformer.dtype)
+    pose = jnp.concatenate([c.pose] * copies).astype(transformer.dtype)
+    return transformer.animate_inputs(pose, faces, shape)
+
+
 def _blocks(
     model: StepModel,
     step: Step,
     tokens: jax.Array,
     temb6: jax.Array,
     vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None,
+    face: jax.Array | None = None,
 ) -> jax.Array:
     """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, reading its
-    control latents [rows, ...] and scale, for latents of the given shape); the cross-attention
-    K/V from the cache, or computed here from the text embeddings (and image tokens)."""
+    control latents [rows, ...] and scale, for latents of the given shape; an Animate model's
+    face adapters reading its face tokens [rows, F', N + 1, D]); the cross-attention K/V from
+    the cache, or computed here from the text embeddings (and image tokens)."""
     transformer = model.merged(step.params)
     control = None if vace is None else transformer.vace_control(*vace)
     kv = step.text
@@ -284,7 +305,7 @@ def _blocks(
         image = step.conditioning.image_context
         image = None if image is None else image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, stream=model.stream_blocks)
+    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, face, stream=model.stream_blocks)
 
 
 def _guidance(conditional: jax.Array, unconditional: jax.Array, scale: jax.Array) -> jax.Array:

@@ -36,13 +36,16 @@ from wanjax.domain.specs import TransformerSpec
 class ExpertLoading:
     """How experts load: runtime, fp8 kernel storage, placement (replicated, or each parameter
     with its own sharding on a mesh), an optional cache, and whether the blocks' weights go to
-    host memory (`offload=layers`) as they are placed, so the device never holds them all."""
+    host memory (`offload=layers`) as they are placed, so the device never holds them all, or
+    every weight does (`all_in_host_memory`: `offload=components`, whose denoiser moves one expert
+    to the device at a time)."""
 
     runtime: TransformerRuntime
     kernel_dtype: DTypeLike | None = None
     placement: ReplicatedPlacement | ShardedPlacement = attrs.field(factory=ReplicatedPlacement)
     cache: ConvertedWeightsCache | None = None
     blocks_in_host_memory: bool = False
+    all_in_host_memory: bool = False
 
     def load(self, spec: TransformerSpec, tensors: Mapping[str, np.ndarray]) -> WanTransformer:
         """One transformer from its tensors (diffusers names), restored from the cache when
@@ -57,18 +60,19 @@ class ExpertLoading:
             if restored is not None:
                 return set_parameters(model, self._offloaded(restored))
         host = convert_transformer_weights(model, tensors, kernel_dtype=self.kernel_dtype)
-        offloaded = {path for path in host if self.blocks_in_host_memory and path[0] == BLOCKS}
+        offloaded = {path for path in host if self._in_host_memory(path)}
         arrays = self.placement.put_all({path: a for path, a in host.items() if path not in offloaded})
         arrays |= {path: put_in_host_memory(host[path]) for path in offloaded}  # never on the device
         if key is not None:
             self.cache.save(key, arrays)
         return set_parameters(model, self._offloaded(arrays))
 
+    def _in_host_memory(self, path: tuple) -> bool:
+        return self.all_in_host_memory or (self.blocks_in_host_memory and path[0] == BLOCKS)
+
     def _offloaded(self, arrays: dict[tuple, jax.Array]) -> dict[tuple, jax.Array]:
-        """With `offload=layers`, the blocks' arrays in host memory (restored ones moved there)."""
-        if not self.blocks_in_host_memory:
-            return arrays
-        return {path: in_host_memory(a) if path[0] == BLOCKS else a for path, a in arrays.items()}
+        """The arrays that wait in host memory moved there (restored ones are placed on the device)."""
+        return {path: in_host_memory(a) if self._in_host_memory(path) else a for path, a in arrays.items()}
 
     def load_all(self, spec: TransformerSpec, experts: Sequence[Mapping[str, np.ndarray]]) -> list[WanTransformer]:
         """Every expert from its tensors, concurrently (one thread each)."""

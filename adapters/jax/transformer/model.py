@@ -9,6 +9,10 @@ diffusers' `flatten(2)` after its Conv3d.
 
 A VACE spec (Wan 2.1 VACE, diffusers' WanVACETransformer3DModel) adds the `vace` branch:
 control latents in, one hint added after each of the base blocks `vace_layers` names.
+
+An Animate spec (Wan 2.2 Animate, diffusers' WanAnimateTransformer3DModel) adds the `animate`
+branch (`animate/`): pose tokens added to the video tokens, and a face adapter after every
+`inject_face_latents_blocks`-th base block, both from `AnimateInputs` computed per segment.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from wanjax.adapters.jax.sharding.activations import constrain
+from wanjax.adapters.jax.transformer.animate.branch import AnimateBranch, AnimateInputs
+from wanjax.adapters.jax.transformer.animate.face_adapter import face_slots, with_face
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
 from wanjax.adapters.jax.transformer.offload import scan_streamed
@@ -69,6 +75,7 @@ class WanTransformer(nnx.Module):
             jax.random.normal(rngs.params(), (1, 2, dim), jnp.float32) / dim**0.5
         )
         self.vace = VaceBranch(spec, runtime, rngs=rngs) if spec.is_vace else None
+        self.animate = AnimateBranch(spec, runtime, rngs=rngs) if spec.is_animate else None
         self.spec = spec
         self.scan_layers = runtime.scan_layers
         self.dtype = runtime.dtype
@@ -132,6 +139,7 @@ class WanTransformer(nnx.Module):
         cache: CrossAttentionKV | None = None,
         control: jax.Array | None = None,
         control_scale: ArrayLike | None = None,
+        animate: AnimateInputs | None = None,
     ) -> jax.Array:
         """latents [B, F, H, W, C_in]; timestep [B] (e.g. 999.0), or [B, S] one per token
         in token order (S = F' * H' * W', Wan 2.2 TI2V); context [B, L, text_dim];
@@ -141,7 +149,8 @@ class WanTransformer(nnx.Module):
         Instead of context and image_context, `cache` may give their `cross_attention_kv`.
         `rope` defaults to `self.rope_tables(latents.shape)`. A VACE model (only) takes
         `control`, the control latents [B, Fc <= F, H, W, vace_in_channels], and
-        `control_scale`, one number or one per VACE layer (default 1)."""
+        `control_scale`, one number or one per VACE layer (default 1). An Animate model (only)
+        takes `animate`, the `animate_inputs` of its pose latents and face video."""
         b = latents.shape[0]
         grid = self.token_grid(latents.shape)
         self._check_timestep(b, math.prod(grid), timestep)
@@ -159,13 +168,26 @@ class WanTransformer(nnx.Module):
             raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
         if control is None and self.vace is not None:
             raise ValueError("this VACE transformer needs control latents")
+        if (animate is None) != (self.animate is None):
+            raise ValueError(
+                "an Animate transformer needs its animate inputs (pose latents and face video), the others none"
+            )
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
         vace = None if control is None else self.vace_control(control, control_scale, latents.shape)
-        x, time = self.embed(latents, timestep)
-        return self.head(self.run_blocks(x, cache, time.temb6, rope, vace), time, grid)
+        x, time = self.embed(latents, timestep, None if animate is None else animate.pose)
+        face = None if animate is None else animate.face
+        return self.head(self.run_blocks(x, cache, time.temb6, rope, vace, face), time, grid)
+
+    def animate_inputs(self, pose_latents: jax.Array, faces: jax.Array, latent_shape: tuple[int, ...]) -> AnimateInputs:
+        """What the steps of an Animate model read of one segment's pose latents
+        [B, F - 1, H, W, C_out] and face video [B, T, S, S, 3] in [-1, 1], beside latents of
+        `latent_shape` [B, F, H, W, C_in] whose frame 0 is the reference (`AnimateBranch.inputs`)."""
+        if self.animate is None:
+            raise ValueError("pose and face videos were given, but this transformer has no Animate blocks")
+        return self.animate.inputs(pose_latents, faces, latent_shape)
 
     def vace_control(
         self, control: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
@@ -176,12 +198,18 @@ class WanTransformer(nnx.Module):
             raise ValueError("control latents were given, but this transformer has no VACE blocks (vace_layers None)")
         return self.vace.control(control, scale, latent_shape)
 
-    def embed(self, latents: jax.Array, timestep: jax.Array) -> tuple[jax.Array, TimeEmbedding]:
-        """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D], and the
-        time embedding of `timestep` ([B] or [B, S]). Split out so a sampling loop can skip the
-        blocks alone (a cache policy reusing their residual) and still run this and `head`."""
+    def embed(
+        self, latents: jax.Array, timestep: jax.Array, pose: jax.Array | None = None
+    ) -> tuple[jax.Array, TimeEmbedding]:
+        """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D] (plus an
+        Animate model's pose tokens [B, S, D]), and the time embedding of `timestep` ([B] or
+        [B, S]). Split out so a sampling loop can skip the blocks alone (a cache policy reusing
+        their residual) and still run this and `head`."""
         x = self.patch_embedding(latents)  # [B, F', H', W', D]
-        x = self._pin_tokens(x.reshape(x.shape[0], -1, x.shape[-1]))  # [B, S, D]
+        x = x.reshape(x.shape[0], -1, x.shape[-1])  # [B, S, D]
+        if pose is not None:
+            x = x + pose
+        x = self._pin_tokens(x)
         return x, TimeEmbedding(*self.condition_embedder.time(timestep))
 
     def head(self, x: jax.Array, time: TimeEmbedding, grid: tuple[int, int, int]) -> jax.Array:
@@ -228,12 +256,14 @@ class WanTransformer(nnx.Module):
         temb6: jax.Array,
         rope: RopeTables,
         control: VaceControl | None = None,
+        face: jax.Array | None = None,
         *,
         stream: bool = False,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
         ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. A VACE
-        model first runs its VACE blocks on `control` and x, then adds their hints. `stream`:
+        model first runs its VACE blocks on `control` and x, then adds their hints. An Animate
+        model runs its face adapters on `face` (`AnimateInputs.face`) after their blocks. `stream`:
         the scanned blocks' weights are in host memory and reach the device block by block
         (`offload.scan_streamed`)."""
         hints = None
@@ -241,23 +271,29 @@ class WanTransformer(nnx.Module):
             if control is None or cache.vace is None:
                 raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
             hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
-        cache, slots = cache._replace(vace=None), hint_slots(self.spec)
+        if (face is None) != (self.animate is None):
+            raise ValueError("an Animate transformer's blocks need the face tokens, the others none")
+        adapters = None if self.animate is None else self.animate.face_adapter
+        cache, slots, faces = cache._replace(vace=None), hint_slots(self.spec), face_slots(self.spec)
         if stream:
 
             def streamed(block: WanBlock, x: jax.Array, per_layer: tuple) -> tuple[jax.Array, None]:
-                kv, slot = per_layer
-                return self._pin_tokens(with_hint(block(x, kv, temb6, rope), hints, slot)), None
+                kv, slot, face_slot = per_layer
+                x = with_hint(block(x, kv, temb6, rope), hints, slot)
+                return self._pin_tokens(with_face(x, adapters, face, face_slot)), None
 
-            return scan_streamed(self.blocks, streamed, x, (cache, slots))[0]
+            return scan_streamed(self.blocks, streamed, x, (cache, slots, faces))[0]
         if self.scan_layers:
 
-            @nnx.scan(in_axes=(nnx.Carry, 0, 0, 0, None, None, None), out_axes=nnx.Carry)
-            def step(x: jax.Array, block: WanBlock, kv: CrossAttentionKV, slot, hints, temb6, rope) -> jax.Array:
-                return self._pin_tokens(with_hint(block(x, kv, temb6, rope), hints, slot))
+            @nnx.scan(in_axes=(nnx.Carry, 0, 0, 0, 0, None, None, None, None, None), out_axes=nnx.Carry)
+            def step(x, block: WanBlock, kv: CrossAttentionKV, slot, face_slot, hints, adapters, face, temb6, rope):
+                x = with_hint(block(x, kv, temb6, rope), hints, slot)
+                return self._pin_tokens(with_face(x, adapters, face, face_slot))
 
-            return step(x, self.blocks, cache, slots, hints, temb6, rope)
+            return step(x, self.blocks, cache, slots, faces, hints, adapters, face, temb6, rope)
         for i, block in enumerate(self.blocks):
             x = with_hint(block(x, layer(cache, i), temb6, rope), hints, slots[i])
+            x = with_face(x, adapters, face, int(faces[i]))
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

@@ -20,18 +20,12 @@ import numpy as np
 from flax import nnx
 from jax.sharding import SingleDeviceSharding
 
-HOST_MEMORY = "pinned_host"
+from wanjax.adapters.jax.platform.residency import HOST_MEMORY, in_host_memory
+
 BLOCKS = "blocks"  # the top-level name of the scanned block stack in a WanTransformer's state
 
 Block = TypeVar("Block", bound=nnx.Module)
 Carry = TypeVar("Carry")
-
-
-def in_host_memory(array: jax.Array) -> jax.Array:
-    """`array` in pinned host memory, with its own sharding otherwise (a copy only where needed)."""
-    if array.sharding.memory_kind == HOST_MEMORY:
-        return array
-    return jax.device_put(array, array.sharding.with_memory_kind(HOST_MEMORY))
 
 
 def put_in_host_memory(array: np.ndarray) -> jax.Array:
@@ -41,10 +35,11 @@ def put_in_host_memory(array: np.ndarray) -> jax.Array:
 
 def blocks_in_host_memory(params: nnx.State) -> nnx.State:
     """A transformer's state with its blocks' weights moved to host memory, the rest as it is."""
-    return jax.tree_util.tree_map_with_path(lambda path, a: in_host_memory(a) if _in_blocks(path) else a, params)
+    return jax.tree_util.tree_map_with_path(lambda path, a: in_host_memory(a) if in_blocks(path) else a, params)
 
 
-def _in_blocks(path: tuple) -> bool:
+def in_blocks(path: tuple) -> bool:
+    """Whether a transformer state's leaf at `path` is one of the scanned blocks' weights."""
     return getattr(path[0], "key", None) == BLOCKS
 
 

@@ -1,6 +1,7 @@
 """Diffusers-format weights <-> `WanTransformer` parameters.
 
-One table (`weight_names`, and `vace_weights` for a VACE model) maps each diffusers tensor name to a
+One table (`weight_names`, `vace_weights` for a VACE model, `animate/weight_names` for an Animate
+one) maps each diffusers tensor name to a
 parameter path and a layout change; loading and exporting both walk it, so the two
 directions cannot drift apart.
 
@@ -31,6 +32,7 @@ from flax import nnx
 from jax.typing import DTypeLike
 
 from wanjax.adapters.checkpoints.weights import TensorFiles
+from wanjax.adapters.jax.transformer.animate.weight_names import animate_slots
 from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
@@ -51,7 +53,7 @@ def parameter_slots(model: WanTransformer) -> list[Slot]:
     spec = model.spec
     slots = [Slot(e.name, e.path, None, e.to_jax) for e in top_entries(spec)]
     slots += stack_slots("blocks", ("blocks",), block_entries(spec), spec.num_layers, scan_layers=model.scan_layers)
-    return slots + vace_slots(spec, scan_layers=model.scan_layers)
+    return slots + vace_slots(spec, scan_layers=model.scan_layers) + animate_slots(spec, scan_layers=model.scan_layers)
 
 
 def _params(model: WanTransformer, slots: Sequence[Slot]) -> dict[Path, nnx.Param]:

@@ -11,6 +11,7 @@ import numpy as np
 from flax import nnx
 
 from wanjax.adapters.jax.platform.compiled import CompiledFunction
+from wanjax.adapters.jax.platform.residency import RESIDENT, Residency
 from wanjax.adapters.jax.vae.model import WanVAE, to_uint8
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
 from wanjax.adapters.media.images import fit_image
@@ -23,16 +24,20 @@ class JaxVideoAutoencoder:
     With `spatial` the decode runs over its mesh: parameters replicated on every device,
     activations split along height (or width), the uint8 frames replicated at the end so
     that every process can read them. Encoding (the input images, a source video) and tiled
-    decoding run replicated.
+    decoding run replicated. With a `residency` off the device (`offload=components`) its
+    weights wait in host memory and are on the device only while it encodes or decodes.
     """
 
-    def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None) -> None:
+    def __init__(self, vae: WanVAE, spatial: SpatialSharding | None = None, residency: Residency = RESIDENT) -> None:
         self._graphdef, self._params = nnx.split(vae)
         self._spatial = spatial
+        self._residency = residency
         if spatial is not None:
             self._params = jax.device_put(self._params, spatial.replicated)
+        self._params = residency.at_rest(self._params)
         self._decode = CompiledFunction(self._decode_to_uint8)
         self._encode = CompiledFunction(self._encode_normalized)
+        self._decode_unit = CompiledFunction(self._decode_to_unit)
 
     def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The frames, and whether every decoded value was finite (NaN would become some uint8)."""
@@ -53,6 +58,14 @@ class JaxVideoAutoencoder:
         frames = constrain(to_uint8(unit))  # [B, F, H, W, 3]
         return jax.lax.with_sharding_constraint(frames, self._spatial.replicated), jnp.isfinite(unit).all()
 
+    def _decode_to_unit(self, params: nnx.State, latents: jax.Array) -> jax.Array:
+        """Frames in [0, 1] float32, replicated (decoded as `decode_to_uint8` does, before rounding)."""
+        vae = nnx.merge(self._graphdef, params)
+        if self._spatial is None:
+            return vae.decode_to_unit(latents).astype(jnp.float32)
+        replicated = jax.lax.with_sharding_constraint(latents, self._spatial.replicated)
+        return vae.decode_to_unit(replicated).astype(jnp.float32)
+
     def _encode_normalized(self, params: nnx.State, video: jax.Array) -> jax.Array:
         vae = nnx.merge(self._graphdef, params)
         return vae.normalize_latents(vae.encode(video))
@@ -72,14 +85,22 @@ class JaxVideoAutoencoder:
     def encode_video(self, video: np.ndarray) -> jax.Array:
         if self._spatial is not None:
             video = jax.device_put(video, self._spatial.replicated)
-        return self._encode(self._params, video)
+        return self._encode(self._residency.working(self._params), video)
 
     def prepare(self, latents: Any) -> jax.stages.Compiled:
         """Compiles the decode of `latents`' shape; returns the executable (its HLO shows the collectives)."""
-        return self._decode.prepare(self._params, latents)
+        return self._decode.prepare(self._residency.working_shapes(self._params), latents)
+
+    def decode_to_unit(self, latents: Any) -> jax.Array:
+        unit = self._decode_unit(self._params, latents)
+        if not bool(jnp.isfinite(unit).all()):
+            raise NumericalError(
+                "the VAE decoded NaN or infinite values; try --set vae_dtype=float32, or re-download the checkpoint"
+            )
+        return unit
 
     def decode_to_uint8(self, latents: Any) -> np.ndarray:
-        frames, finite = self._decode(self._params, latents)
+        frames, finite = self._decode(self._residency.working(self._params), latents)
         if not bool(finite):
             raise NumericalError(
                 "the VAE decoded NaN or infinite values, so no video was written. Likely causes: its weights "

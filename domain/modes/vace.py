@@ -1,4 +1,4 @@
-"""The VACE conditioning of Wan 2.1 VACE (as diffusers' WanVACEPipeline prepares it): a
+"""VACE, the mode of Wan 2.1 VACE models (as diffusers' WanVACEPipeline prepares it): a
 control video, a mask of what to regenerate and reference images -> the control latents
 the VACE blocks read, [1, R + F', H', W', 2 z + s * s].
 
@@ -16,12 +16,28 @@ the VACE blocks read, [1, R + F', H', W', 2 z + s * s].
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import numpy as np
 
+from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.base import (
+    GenerationMode,
+    InputField,
+    InputKind,
+    ModelTraits,
+    ModeRun,
+    ReceivedShapes,
+    refuse,
+)
+
+if TYPE_CHECKING:
+    from wanjax.domain.latents import LatentGeometry
+    from wanjax.domain.ports import VideoAutoencoder
+    from wanjax.domain.requests import GenerationRequest
 
 
 @attrs.frozen(eq=False)
@@ -102,3 +118,98 @@ def control_latents(
         empty = np.zeros((*reference.shape[:-1], video.shape[-1] - reference.shape[-1]), np.float32)
         video = np.concatenate([np.concatenate([reference, empty], axis=-1), video], axis=1)
     return video.astype(np.float32)
+
+
+def vace_control(
+    autoencoder: VideoAutoencoder,
+    video: np.ndarray | None,
+    mask: np.ndarray | None,
+    references: Sequence[np.ndarray],
+    *,
+    frames: int,
+    height: int,
+    width: int,
+    temporal: int,
+    spatial: int,
+) -> np.ndarray:
+    """Control latents [1, R + F', H', W', 2 z + s * s] of a video [F, H, W, 3] in [-1, 1] (None:
+    mid-grey), a mask [F, H, W] in [0, 1] (None: regenerate everything) and R reference images
+    [H, W, 3] in [-1, 1] on their canvas; `temporal` and `spatial` are the VAE's compression."""
+    video = np.zeros((frames, height, width, 3), np.float32) if video is None else video
+    mask = np.ones((frames, height, width), np.float32) if mask is None else mask
+    inactive, reactive = (np.asarray(autoencoder.encode_video(v)) for v in masked_videos(video, mask))
+    encoded = [np.asarray(autoencoder.encode_video(np.asarray(r, np.float32)[None, None])) for r in references]
+    return control_latents(inactive, reactive, mask_latents(mask, temporal, spatial), encoded)
+
+
+CONTROL_VIDEO = InputField(
+    name="video", flag="--video", kind=InputKind.SIZED_VIDEO, help="on VACE models the control video"
+)
+MASK = InputField(
+    name="mask", flag="--mask", kind=InputKind.MASK, help="VACE models: a mask video, white where to regenerate"
+)
+REFERENCE_IMAGES = InputField(
+    name="reference_image", flag="--reference-image", kind=InputKind.CANVAS_IMAGES,
+    help="VACE models: a reference image (png/jpg); repeatable",
+)  # fmt: skip
+
+
+class Vace(GenerationMode):
+    """A Wan 2.1 VACE model's generation: from its control video, mask and reference images (each
+    optional: none given, diffusers' defaults regenerate everything from a mid-grey video)."""
+
+    name = "VACE"
+    inputs = (CONTROL_VIDEO, MASK, REFERENCE_IMAGES)
+    selected_by = ("vace",)
+
+    def default_on(self, model: ModelTraits) -> bool:
+        return model.transformer.is_vace
+
+    def check_request(self, request: GenerationRequest) -> None:
+        for name in ("image", "last_image", "video"):
+            if getattr(request, name) is not None:
+                refuse(name, f"a VACE model is guided by its inputs (vace) alone: drop {name}")
+        if request.strength is not None:
+            raise InvalidRequestError(f"strength={request.strength!r}: applies to video-to-video only; drop it")
+        if request.vace is not None:
+            request.vace.check(request.num_frames, request.height, request.width)
+
+    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+        if not model.transformer.is_vace:
+            raise InvalidRequestError(
+                "--video, --mask and --reference-image guide a Wan 2.1 VACE model; this model has no VACE "
+                "blocks: use one (e.g. --model wan2.1-vace-1.3b) or drop them"
+            )
+
+    def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
+        return attrs.evolve(geometry, frames=geometry.frames + self.reference_frames(request))
+
+    def encoded_frames(self, request: GenerationRequest) -> int:
+        return request.num_frames  # the control video, mid-grey where none is given
+
+    def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
+        references = media.get("reference_image", ())
+        return {"vace": VaceInputs(video=media.get("video"), mask=media.get("mask"), references=references)}
+
+    def received(self, shapes: ReceivedShapes) -> Conditioning:
+        return Conditioning(control=(1, *shapes.latent_grid, shapes.transformer.vace_in_channels))
+
+    def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
+        request, vae = run.request, run.model.vae
+        video, mask, references = (None, None, []) if request.vace is None else request.vace.as_unit()
+        control = vace_control(
+            run.parts.autoencoder, video, mask, references, frames=request.num_frames, height=request.height,
+            width=request.width, temporal=vae.temporal_compression, spatial=vae.spatial_compression,
+        )  # fmt: skip
+        return run.noise, Conditioning(control=control)
+
+    def video_latents(self, request: GenerationRequest, latents: Any) -> Any:
+        return latents[:, self.reference_frames(request) :]  # the reference images' frames are not video
+
+    @staticmethod
+    def reference_frames(request: GenerationRequest) -> int:
+        """The latent frames the reference images add before the video's."""
+        return 0 if request.vace is None else len(request.vace.references)
+
+
+VACE = Vace()

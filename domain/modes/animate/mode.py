@@ -1,0 +1,222 @@
+"""Wan 2.2 Animate as a generation mode: a character image (`image`) driven by a pose video and a
+face video (animation), or put into a background video where a mask says (replacement), run
+segment by segment as diffusers' WanAnimatePipeline does.
+
+Every segment is one denoising run over latents [1, 1 + F', H', W', C]: latent frame 0 is the
+reference (character) frame, frames 1..F' the segment's L pixel frames. Their extra channels
+hold, per latent frame, a 4-slot mask and the VAE latents of a conditioning video: the
+character for frame 0 (mask all 1), and for the segment the previous segment's last P
+generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
+background video ("replace": the mask is 1 outside the character's region too). The pose
+video's latents and the face video go to the transformer as `Conditioning.pose` and `.face`.
+Each segment is decoded; its last P frames, unrounded, condition the next, and its new frames
+are kept. Segment k starts from the noise of seed + k (segment 0: the run's noise).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+import numpy as np
+
+from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.animate.videos import (
+    AnimateVideos,
+    Segments,
+    nearest_resized,
+    reflect_padded,
+    segment_mask,
+)
+from wanjax.domain.modes.base import (
+    GenerationMode,
+    Generated,
+    InputField,
+    InputKind,
+    ModelTraits,
+    ModeRun,
+    ReceivedShapes,
+)
+
+if TYPE_CHECKING:
+    from wanjax.domain.latents import LatentGeometry
+    from wanjax.domain.requests import GenerationRequest
+
+INPUTS = (
+    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE, http="input_reference",
+               help="Wan Animate: the character (png/jpg), fitted onto a black canvas of the video's size"),
+    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
+               help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
+    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
+               help="Wan Animate: the cropped face video, at the model's face size (512x512 for Animate-14B)"),
+    InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
+               http="background_video",
+               help="Wan Animate replacement: the video to put the character into (with --mask)"),
+    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK, http="mask",
+               help="Wan Animate replacement: a mask video, white where the character is"),
+)  # fmt: skip
+
+
+def unit_pixels(frames: np.ndarray) -> np.ndarray:
+    """uint8 frames -> float32 in [-1, 1], as diffusers' VideoProcessor normalises them."""
+    return frames.astype(np.float32) / 255.0 * 2.0 - 1.0
+
+
+class Animate(GenerationMode):
+    name = "animate"
+    inputs = INPUTS
+    selected_by = ("pose_video", "face_video", "background_video")
+
+    def default_on(self, model: ModelTraits) -> bool:
+        return model.transformer.is_animate
+
+    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+        if not model.transformer.is_animate:
+            raise InvalidRequestError(
+                "--pose-video, --face-video, --background-video and --mask (with --pose-video) drive a Wan 2.2 "
+                "Animate model; this model has no Animate blocks: use one (e.g. --model wan2.2-animate-14b) or "
+                "drop them"
+            )
+        face = request.input("face_video")
+        if face is None:
+            raise InvalidRequestError(
+                "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
+            )
+        size = model.transformer.animate.motion_encoder_size
+        if face.shape[1:3] != (size, size):
+            height, width = face.shape[1:3]
+            raise InvalidRequestError(
+                f"face_video: its frames are {width}x{height}; this model reads faces of {size}x{size} (crop and "
+                "resize them as Wan Animate's preprocessing does)"
+            )
+
+    def check_request(self, request: GenerationRequest) -> None:
+        if request.image is None or request.input("pose_video") is None or request.input("face_video") is None:
+            raise InvalidRequestError(
+                "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
+            )
+        if request.image.shape[:2] != (request.height, request.width):
+            height, width = request.image.shape[:2]
+            raise InvalidRequestError(
+                f"image: the character is {width}x{height}, the video {request.width}x{request.height}; give it on "
+                "a black canvas of the video's size, as `--image` places it (wanjax.adapters.media.mode_inputs."
+                "reference_canvas(image, height, width, fill=0))"
+            )
+        self.segments(animate_videos(request).pose, request)
+        animate_videos(request).check_size(request.height, request.width)
+
+    @staticmethod
+    def segments(pose: np.ndarray, request: GenerationRequest) -> Segments:
+        """How the pose video splits into the request's segments."""
+        return Segments(len(pose), request.segment_frame_length, request.prev_segment_conditioning_frames)
+
+    def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
+        """One segment's latents: the reference frame, then the segment's latent frames."""
+        frames = (request.segment_frame_length - 1) // 4 + 1  # the Wan 2.1 VAE's temporal compression
+        return attrs.evolve(geometry, frames=1 + frames)
+
+    def encoded_frames(self, request: GenerationRequest) -> int:
+        return request.segment_frame_length
+
+    def output_frames(self, request: GenerationRequest) -> int:
+        return len(request.input("pose_video"))
+
+    def received(self, shapes: ReceivedShapes) -> Conditioning:
+        """The bench's step: the latents' grid is one segment's, the reference frame first."""
+        t, (frames, height, width) = shapes.transformer, shapes.latent_grid
+        size = t.animate.motion_encoder_size
+        return Conditioning(
+            extra_channels=(1, frames, height, width, t.in_channels - t.out_channels),
+            image_context=(1, shapes.image_tokens, t.image_dim),
+            pose=(1, frames - 1, height, width, t.out_channels),
+            face=(1, 4 * (frames - 1) - 3, size, size, 3),
+        )
+
+    def generate(self, run: ModeRun) -> Generated:
+        request, parts = run.request, run.parts
+        if len(run.requests) > 1:
+            raise InvalidRequestError("Wan Animate runs one video at a time: send the requests one by one")
+        given = animate_videos(request)
+        segments = self.segments(given.pose, request)
+        temporal = run.model.vae.temporal_compression
+        with run.span("conditioning"):
+            videos = _Videos.of(given, segments.padded_frames, run.geometry)
+            size = (request.height, request.width)
+            reference = np.asarray(parts.autoencoder.encode_image(request.image, *size, num_frames=1))
+            ones = np.ones((*reference.shape[:-1], temporal), np.float32)
+            reference = np.concatenate([ones, reference], axis=-1)  # [1, 1, H', W', temporal + C]
+            image_context = parts.image_encoder.encode([request.image])
+        kept, latents, previous, report = [], [], None, None
+        for k, start in enumerate(segments.starts()):
+            window = slice(start, start + segments.length)
+            noise = run.noise if k == 0 else parts.denoiser.noise(request.seed + k, tuple(run.noise.shape))
+            with run.span("conditioning"):
+                channels = _segment_channels(parts.autoencoder, videos, window, previous, k, segments.overlap, temporal)
+                conditioning = Conditioning(
+                    extra_channels=np.concatenate([reference, channels], axis=1), image_context=image_context,
+                    pose=np.asarray(parts.autoencoder.encode_video(videos.pose[window][None])),
+                    face=videos.face[window][None],
+                )  # fmt: skip
+            denoised = run.denoise(noise, conditioning, part=(k, segments.count))
+            latents.append(np.asarray(denoised.latents))
+            report = denoised.cache_report
+            if run.decode is None and k == segments.count - 1:
+                break  # latents only: the last segment conditions nothing
+            with run.span("vae_decode"):
+                unit = np.asarray(parts.autoencoder.decode_to_unit(denoised.latents[:, 1:]))  # [1, L, H, W, 3]
+            previous = unit[:, -segments.overlap :] * 2.0 - 1.0
+            kept.append(unit if k == 0 else unit[:, segments.overlap :])
+        frames = None
+        if run.decode is not None:
+            frames = np.round(np.concatenate(kept, axis=1)[:, : len(given.pose)] * 255.0).astype(np.uint8)
+        return Generated(latents=np.concatenate(latents, axis=1), frames=frames, cache_report=report)
+
+
+@attrs.frozen
+class _Videos:
+    """The driving videos padded to the segments' frames: pose and background [N', H, W, 3] and
+    face [N', S, S, 3] in [-1, 1], the character mask [N', H', W'] at latent size."""
+
+    pose: np.ndarray
+    face: np.ndarray
+    background: np.ndarray | None
+    character: np.ndarray | None
+
+    @classmethod
+    def of(cls, videos: AnimateVideos, count: int, geometry: LatentGeometry) -> _Videos:
+        background = None if videos.background is None else unit_pixels(reflect_padded(videos.background, count))
+        character = None
+        if videos.mask is not None:
+            character = nearest_resized(reflect_padded(videos.mask, count), geometry.height, geometry.width)
+        pose, face = (unit_pixels(reflect_padded(v, count)) for v in (videos.pose, videos.face))
+        return cls(pose, face, background, character)
+
+
+def animate_videos(request: GenerationRequest) -> AnimateVideos:
+    """The request's driving videos (its mask as [F, H, W] in [0, 1])."""
+    mask = request.input("mask")
+    return AnimateVideos(
+        pose=request.input("pose_video"), face=request.input("face_video"),
+        background=request.input("background_video"), mask=None if mask is None else (mask / 255.0).astype(np.float32),
+    )  # fmt: skip
+
+
+def _segment_channels(
+    autoencoder: Any, videos: _Videos, window: slice, previous: np.ndarray | None, index: int, given: int, temporal: int
+) -> np.ndarray:
+    """[1, F', H', W', temporal + C]: the segment's mask, then its conditioning video's latents."""
+    length = window.stop - window.start
+    if videos.background is not None:
+        video = videos.background[window][None].copy()
+    else:
+        video = np.zeros((1, length, *videos.pose.shape[1:]), np.float32)
+    if previous is not None:
+        video[:, :given] = previous
+    latents = np.asarray(autoencoder.encode_video(video))
+    character = None if videos.character is None else videos.character[window]
+    mask = segment_mask(length, *latents.shape[2:4], temporal, given if index > 0 else 0, character)
+    return np.concatenate([mask[None], latents], axis=-1)
+
+
+ANIMATE = Animate()

@@ -1,0 +1,44 @@
+"""Wan Animate's segment arithmetic and masks (domain/modes/animate/videos.py), as diffusers'
+WanAnimatePipeline lays them out: segments overlapping by the conditioning frames, driving videos
+walked back and forth to whole segments, and the kept-pixel masks."""
+
+import numpy as np
+import pytest
+
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.animate.videos import Segments, reflect_padded, segment_mask
+
+
+@pytest.mark.parametrize(
+    "frames, length, overlap, count, padded, starts",
+    [(13, 9, 1, 2, 17, [0, 8]), (9, 9, 1, 1, 9, [0]), (10, 9, 1, 2, 17, [0, 8]), (100, 77, 5, 2, 149, [0, 72])],
+)
+def test_segments_cover_the_pose_video(frames, length, overlap, count, padded, starts):
+    segments = Segments(frames, length, overlap)
+    assert (segments.count, segments.padded_frames, list(segments.starts())) == (count, padded, starts)
+
+
+def test_videos_are_walked_back_and_forth():
+    assert reflect_padded(np.arange(1, 6), 10).tolist() == [1, 2, 3, 4, 5, 4, 3, 2, 1, 2]
+    assert reflect_padded(np.arange(1, 6), 3).tolist() == [1, 2, 3]
+    assert reflect_padded(np.array([7]), 3).tolist() == [7, 7, 7]
+
+
+def test_the_mask_keeps_the_given_frames_and_the_background():
+    character = np.zeros((9, 2, 2), np.float32)
+    character[:, 0, 0] = 1.0  # the character's pixel is made, the rest of the background kept
+    mask = segment_mask(9, 2, 2, 4, 1, character)  # [F' = 3, h, w, 4]
+    assert mask.shape == (3, 2, 2, 4)
+    assert (mask[0] == 1).all()  # frame 0 (given) fills latent frame 0's four slots
+    assert (mask[1:, 0, 0] == 0).all() and (mask[1:, 1, 1] == 1).all()
+    animate = segment_mask(9, 2, 2, 4, 0)
+    assert (animate == 0).all()  # the first segment of "animate": nothing given
+
+
+@pytest.mark.parametrize(
+    "frames, length, overlap, message",
+    [(13, 9, 3, "must be one of 1, 5"), (13, 10, 1, "must be 4k \\+ 1"), (1, 9, 1, "needs more than")],
+)
+def test_bad_layouts_are_refused_naming_the_fix(frames, length, overlap, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        Segments(frames, length, overlap)

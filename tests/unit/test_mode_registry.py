@@ -1,0 +1,174 @@
+"""The table of generation modes: which mode a request runs in on each model, that the table's
+fields are the request's, and that a new mode plugs in by its line in the table alone (its
+inputs on the request, its CLI flag, its own generation loop)."""
+
+from pathlib import Path
+from types import SimpleNamespace
+
+import attrs
+import numpy as np
+import pytest
+
+from fakes import FakeDenoiser, fake_service
+from wanjax.domain.architectures import WAN21_I2V_14B, WAN21_T2V_14B, WAN21_VACE_1_3B
+from wanjax.domain.batch import shared_request
+from wanjax.domain.conditioning import Conditioning, ImageConditioning
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes import registry
+from wanjax.domain.modes.base import GenerationMode, Generated, InputField, InputKind, ModelTraits
+from wanjax.domain.modes.vace import VaceInputs
+from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.specs import VaeSpec
+from wanjax.entrypoints.cli import build_parser
+
+CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=9, num_inference_steps=3, flow_shift=5.0))
+IMAGE = np.zeros((8, 8, 3), np.uint8)
+VIDEO = np.zeros((9, 8, 8, 3), np.uint8)
+
+
+def traits(spec, image_conditioning=ImageConditioning.NONE):
+    return ModelTraits(transformer=spec, vae=VaeSpec(), image_conditioning=image_conditioning)
+
+
+@pytest.mark.parametrize(
+    ("fields", "model", "mode"),
+    [
+        ({}, traits(WAN21_T2V_14B), "text-to-video"),
+        ({}, traits(WAN21_T2V_14B, ImageConditioning.FIRST_FRAME), "text-to-video"),  # TI2V without an image
+        ({"image": IMAGE}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "image-to-video"),
+        ({"video": VIDEO, "strength": 0.5}, traits(WAN21_T2V_14B), "video-to-video"),
+        ({}, traits(WAN21_VACE_1_3B), "VACE"),  # a VACE model's defaults: regenerate everything
+        ({"vace": VaceInputs(video=np.zeros((9, 32, 48, 3), np.uint8))}, traits(WAN21_VACE_1_3B), "VACE"),
+    ],
+)
+def test_the_mode_a_request_runs_in(fields, model, mode):
+    assert registry.mode_for(CONFIG.request("a fox", **fields), model).name == mode
+
+
+@pytest.mark.parametrize(
+    ("fields", "model", "message"),
+    [
+        ({}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "give the first frame"),
+        ({"video": VIDEO}, traits(WAN21_VACE_1_3B), "the video is the control video"),
+        ({"vace": VaceInputs()}, traits(WAN21_T2V_14B), "has no VACE blocks"),
+    ],
+)
+def test_a_model_refuses_a_mode_it_cannot_run(fields, model, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        registry.mode_for(CONFIG.request("a fox", **fields), model)
+
+
+def test_vace_inputs_with_another_modes_input_are_refused_on_construction():
+    with pytest.raises(InvalidRequestError, match="guided by its inputs.*drop image"):
+        CONFIG.request("a fox", image=IMAGE, vace=VaceInputs())
+
+
+def test_the_tables_fields_are_request_fields_and_one_flag_or_file_field_is_one_input():
+    request_fields = set(attrs.fields_dict(GenerationRequest))
+    for mode in registry.MODES:
+        assert set(mode.selected_by) <= request_fields | {field.name for field in mode.inputs}, mode.name
+    names, files = {}, {}
+    for mode in registry.MODES:
+        for field in mode.inputs:
+            assert names.setdefault(field.flag, field.name) == field.name, field.flag
+            assert field.http is None or files.setdefault(field.http, field.name) == field.name, field.http
+    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_VACE_1_3B)).name == "VACE"
+    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_T2V_14B)).name == "video-to-video"
+    assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
+        "first-last-frame-to-video"
+    )
+    # a client's files: read by the mode that takes them all, the one of fewest inputs where several do
+    assert registry.mode_of_inputs(["image"], None, over_http=True).name == "image-to-video"
+    assert registry.mode_of_inputs(["image", "pose_video", "face_video"], None, over_http=True).name == "animate"
+    with pytest.raises(InvalidRequestError, match="no one generation mode takes --video with --pose-video"):
+        registry.mode_of_inputs(["video", "pose_video"], None, over_http=True)
+    with pytest.raises(InvalidRequestError, match="first-last-frame-to-video takes --image and --last-image; drop"):
+        registry.mode_of_inputs(["image", "last_image", "reference_image"], lambda: pytest.fail("no mode takes all"))
+
+
+class TwoSegments(GenerationMode):
+    """A mode of its own inputs (a sketch video, a mask) that owns its loop: a second denoising pass
+    conditioned on the first's last latent frame, the two passes' frames joined (as Animate runs
+    video segments)."""
+
+    name = "two-segments"
+    inputs = (
+        InputField(name="sketch_video", flag="--sketch-video", kind=InputKind.VIDEO, help="the poses to follow"),
+        InputField(name="sketch_mask", flag="--sketch-mask", kind=InputKind.MASK, help="where to follow them"),
+    )
+    selected_by = ("sketch_video",)
+
+    def generate(self, run):
+        first = run.denoise(run.noise, Conditioning())
+        second = run.denoise(first.latents, Conditioning(first_frame=first.latents[:, -1:]))
+        frames = np.concatenate([run.decode(first.latents), run.decode(second.latents)], axis=1)
+        return Generated(latents=second.latents, frames=frames, cache_report=second.cache_report)
+
+
+@pytest.fixture
+def with_two_segments(monkeypatch):
+    monkeypatch.setattr(registry, "MODES", (TwoSegments(), *registry.MODES))
+
+
+def test_a_registered_modes_inputs_are_the_requests(with_two_segments):
+    mode = registry.mode_of_inputs(["sketch_video", "sketch_mask"], lambda: pytest.fail("not ambiguous"))
+    mask = np.zeros((9, 32, 48), np.uint8)
+    request = CONFIG.request("a fox", **mode.from_media({"sketch_video": VIDEO, "sketch_mask": mask}))
+    assert registry.requested_mode(request) is mode and request.input("sketch_mask") is mask
+    same = CONFIG.request("a cat", inputs={"sketch_video": VIDEO.copy(), "sketch_mask": mask})
+    assert shared_request([request, same])
+    with pytest.raises(InvalidRequestError, match="differs from request 0 in inputs"):
+        shared_request([request, CONFIG.request("a cat", inputs={"sketch_video": VIDEO + 1, "sketch_mask": mask})])
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ({"pose": VIDEO}, "'pose' is no generation mode's own input"),
+        ({"image": IMAGE}, "'image' is no generation mode's own input"),  # a field of its own
+        ({"sketch_video": IMAGE}, r"sketch_video=<ndarray \(8, 8, 3\)>: must be RGB frames, a uint8 array \[F, H, W"),
+        ({"mask": np.zeros((9, 8, 8), np.uint8)}, "text-to-video takes no 'mask'"),
+        ({"reference_image": IMAGE}, "must be a tuple of images"),
+    ],
+)
+def test_a_modes_inputs_of_no_mode_or_kind_are_refused(with_two_segments, inputs, message):
+    with pytest.raises(InvalidRequestError, match=message):
+        CONFIG.request("a fox", inputs=inputs)
+
+
+def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
+    denoiser = FakeDenoiser()
+    service = fake_service(lambda: denoiser)
+    result = service.generate(CONFIG.request("a fox", seed=3, inputs={"sketch_video": VIDEO}))
+    first, second = denoiser.conditionings
+    assert first.first_frame is None and second.first_frame.shape == (1, 1, 4, 6, 16)
+    noise = np.random.default_rng(3).standard_normal((1, 3, 4, 6, 16)).astype(np.float32)
+    np.testing.assert_allclose(second.first_frame, noise[:, -1:] * 3)  # the first pass's 3 steps
+    assert result.array.shape == (1, 18, 32, 48, 3)  # two decoded passes of 9 frames
+
+
+def test_a_registered_modes_input_is_a_cli_flag(with_two_segments, capsys):
+    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--sketch-video", "sketches.mp4"])
+    assert args.sketch_video == Path("sketches.mp4")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["generate", "--help"])
+    assert "the poses to follow" in capsys.readouterr().out
+
+
+def test_the_memory_plan_counts_what_the_mode_denoises_and_encodes():
+    from wanjax.application.memory import DeviceSize, MemoryPlanner
+
+    config = GenerationConfig.from_mapping(dict(height=96, width=96, num_frames=5, num_inference_steps=3, flow_shift=5.0))
+    counted = SimpleNamespace(parameter_count=lambda: 1000)  # the specs alone: no VAE built for its count
+    checkpoint = SimpleNamespace(
+        transformer_spec=WAN21_VACE_1_3B, vae_spec=VaeSpec(), image_conditioning=ImageConditioning.NONE,
+        experts=("transformer",), weights=lambda _: counted,
+    )  # fmt: skip
+    planner = MemoryPlanner(config.resolved("gpu"), checkpoint, DeviceSize(device=80 * 2**30))
+    plain = planner.workload(config.request("a fox"))
+    canvas = np.zeros((96, 96, 3), np.uint8)
+    guided = planner.workload(config.request("a fox", vace=VaceInputs(references=(canvas, canvas))))
+    assert plain.vae_encode_frames == guided.vae_encode_frames == 5  # the control video (mid-grey, unless given)
+    assert guided.tokens == plain.tokens * 4 // 2  # 2 latent frames of video, 2 more of references
+    assert guided.latent_frames == plain.latent_frames == 2  # the decode: the video's alone
