@@ -19,6 +19,7 @@ from wanjax.adapters.checkpoints.original_vae import vae_weights
 from wanjax.adapters.checkpoints.weights import Weights, open_weights
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, ConfigError, UnsupportedModelError
+from wanjax.domain.modes.base import DescribedModel
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 EXPERTS = ("transformer", "transformer_2")
@@ -54,7 +55,7 @@ class EncoderFiles:
     preprocessing: Path | None
 
 
-class Checkpoint(Protocol):
+class Checkpoint(DescribedModel, Protocol):
     """A checkpoint opened and checked: architecture and files, nothing heavy read yet."""
 
     root: Path
@@ -62,15 +63,6 @@ class Checkpoint(Protocol):
     """("transformer",) or, for Wan 2.2 A14B, ("transformer", "transformer_2"): high, then low noise."""
     boundary_ratio: float | None
     """Where the low-noise expert takes over, as the checkpoint states it (None: unstated)."""
-
-    @property
-    def transformer_spec(self) -> TransformerSpec: ...
-
-    @property
-    def vae_spec(self) -> VaeSpec: ...
-
-    @property
-    def image_conditioning(self) -> ImageConditioning: ...
 
     def weights(self, component: str) -> Weights:
         """An expert's or the VAE's tensors under diffusers names; an encoder's as stored."""

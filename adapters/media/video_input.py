@@ -26,21 +26,16 @@ def read_video(path: Path, num_frames: int) -> np.ndarray:
     """The first `num_frames` frames of the video file or frame folder at `path`, RGB uint8
     [F, H, W, 3]; a folder's png/jpg files are its frames in name order. A missing or unreadable
     source, or one with fewer frames, is an InvalidRequestError naming it."""
-    path = Path(path)
-    what = f"video {path}"
-    if path.is_dir():
-        frames = _folder_frames(path, num_frames, what)
-    elif not path.exists():
-        raise InvalidRequestError(f"{what} does not exist")
-    else:
-        frames = _decoded_frames(str(path), num_frames, what)
-    return _stacked(frames, num_frames, what)
+    return _read(Path(path), most=num_frames, least=num_frames)
 
 
 def read_whole_video(path: Path, most: int) -> np.ndarray:
     """Every frame (up to `most`) of the video file or frame folder at `path`, RGB uint8 [F, H, W, 3];
     errors as `read_video`."""
-    path = Path(path)
+    return _read(Path(path), most=most, least=1)
+
+
+def _read(path: Path, most: int, least: int) -> np.ndarray:
     what = f"video {path}"
     if path.is_dir():
         frames = _folder_frames(path, most, what)
@@ -48,7 +43,7 @@ def read_whole_video(path: Path, most: int) -> np.ndarray:
         raise InvalidRequestError(f"{what} does not exist")
     else:
         frames = _decoded_frames(str(path), most, what)
-    return _stacked(frames, 1, what)
+    return _stacked(frames, least, what)
 
 
 def decode_video(data: bytes, num_frames: int, what: str) -> np.ndarray:

@@ -230,7 +230,8 @@ def _compiler_options() -> dict[str, str]:
     This jaxlib hands CPU dots (with the softmax around attention's) to YNNPACK by default; for
     the Wan step XLA's own dot emitter and loop fusions cost less CPU time per step (1.3B
     architecture, 4 layers, same run as diffusers: fp32 0.82 of diffusers' CPU time instead of
-    0.91, bf16 9.1 s instead of 10.9 s; docs/performance.md).
+    0.91, bf16 9.1 s instead of 10.9 s; docs/performance.md). XLA's dots then round by their
+    shape: code that must match another path bit for bit runs the same dots (`stacked_key_values`).
     """
     return {"xla_cpu_experimental_ynn_fusion_type": ""} if jax.default_backend() == "cpu" else {}
 

@@ -48,7 +48,13 @@ def stacked_key_values(
 ) -> CrossAttentionKV:
     """Every block's cross-attention K/V of the embedded text [B, L, D] (and image tokens
     [B, M, D]), stacked [layers, B, L, N, H] whichever the layout; `stream`: the scanned
-    blocks' weights are in host memory (`offload.scan_streamed`)."""
+    blocks' weights are in host memory (`offload.scan_streamed`).
+
+    Every layout computes them one block at a time, as `stream` must, so each block's
+    projections are the same [tokens, D] x [D, N] dots: a `vmap` over the blocks would let XLA
+    merge all blocks' projections of the shared text into one wider dot, whose CPU kernel
+    (without YNNPACK, `denoising.program._compiler_options`) rounds differently, and streamed
+    latents would no longer equal resident ones bit for bit."""
     if stream:
 
         def per_layer(block: WanBlock, carry: None, x: None) -> tuple[None, CrossAttentionKV]:
@@ -59,7 +65,7 @@ def stacked_key_values(
         per_layer = [block.cross_key_values(text, image) for block in blocks]
         return jax.tree.map(lambda *layers: jnp.stack(layers), *per_layer)
 
-    @nnx.vmap(in_axes=(0, None, None), out_axes=0)
+    @nnx.scan(in_axes=(0, None, None), out_axes=0)
     def per_block(block: WanBlock, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
         return block.cross_key_values(text, image)
 
