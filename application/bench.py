@@ -154,7 +154,7 @@ def bench_workload(bench: BenchPlan) -> Workload:
     decode = dict(
         vae=architecture.vae, vae_parameters=_vae_parameters(architecture.vae), vae_dtype=vae.dtype,
         vae_decode_chunk=vae.decode_chunk, latent_frames=geometry.frames, pixels=request.height * request.width,
-        vae_tile=vae.tile,
+        vae_tile=vae.tile, vae_convolution=vae.convolution,
     ) if bench.vae else {}  # fmt: skip
     return Workload(
         transformer=architecture.transformer, num_experts=architecture.num_experts, rows=bench.copies,

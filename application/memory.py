@@ -111,6 +111,7 @@ class MemoryPlanner:
             latent_frames=video.frames,
             pixels=request.height * request.width,
             vae_tile=settings.vae.tile,
+            vae_convolution=settings.vae.convolution,
             vae_encode_frames=mode.encoded_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),

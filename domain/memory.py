@@ -56,6 +56,12 @@ VAE_ENCODE_CACHE_MULTIPLE = 3.5  # the same for the encode, per 4 pixel frames o
 VAE_ENCODE_UNROLLED_MULTIPLES = (3.6, 1.8)  # unrolled: held + per chunk of 4 pixel frames
 # Resident over XLA's assignment: 1.33 (Wan 2.1 VAE decode, 240x416x9) and 1.37 (832x480x5) measured
 VAE_DECODE_RESIDENT = 1.35
+# A tiled decode's transient over the untiled plan of one tile, by convolution form (the per-frame form
+# also holds each tile's per-tap sums), plus every tile's decoded output held for blending, about twice
+# the video (diffusers' tiles overlap by a quarter each way): XLA:CPU's buffer assignment of both
+# published VAEs at 832x480 and 1280x704, within 10% of each
+VAE_TILED_MULTIPLES = {"frames": 1.36, "3d": 0.94}
+VAE_TILE_OUTPUTS = 2.0
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.
 TEXT_ENCODER_RUNTIME = 480 * 2**20
@@ -72,8 +78,8 @@ class Workload:
     weights (fsdp x tensor), rows (data x fsdp) and tokens (context), and devices its size
     (the VAE decode splits frames spatially over all of them); request_lora_cache: with
     per-request LoRAs, their factor cache's bytes (else None); vae: None when no VAE
-    runs (`wanjax bench` without --vae); pixels: height x width of the video;
-    vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video).
+    runs (`wanjax bench` without --vae); pixels: height x width of the video; vae_convolution:
+    the VAE's convolution form as resolved (`frames` or `3d`); vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video).
     """
 
     transformer: TransformerSpec
@@ -94,6 +100,7 @@ class Workload:
     latent_frames: int = 1
     pixels: int = 0
     vae_tile: int | None = None
+    vae_convolution: str = "frames"
     vae_encode_frames: int = 0
     vae_encode_chunk: int | None = 4
     text_encoder_parameters: int = 0
@@ -323,23 +330,30 @@ def _vae_decode(work: Workload) -> int:
     assert work.vae is not None
     return vae_decode_bytes(
         work.vae, work.pixels, work.latent_frames, work.vae_decode_chunk, work.vae_tile,
-        dtype=work.vae_dtype, devices=work.devices,
+        convolution=work.vae_convolution, dtype=work.vae_dtype, devices=work.devices,
     )  # fmt: skip
 
 
 def vae_decode_bytes(
     vae: VaeSpec, pixels: int, latent_frames: int, chunk: int | None, tile: int | None,
-    *, dtype: str = "float32", devices: int = 1,
+    *, convolution: str = "frames", dtype: str = "float32", devices: int = 1,
 ) -> int:  # fmt: skip
     """The decode's transient, resident: the caches every causal convolution carries from one
     chunk to the next, and a chunk's activations, both in proportion to the caches (a tile's with
-    tiling; None for `chunk` unrolls every latent frame into one program, which holds them all)."""
-    pixels = min(pixels, tile**2) if tile else pixels
+    tiling; None for `chunk` unrolls every latent frame into one program, which holds them all).
+    Tiled (`tile` pixels a side, smaller than the video), by the `convolution` form, plus the tiles'
+    outputs."""
+    tiled = bool(tile) and pixels > tile**2
     chunk = latent_frames if chunk is None else min(chunk, latent_frames)
     channels = vae_decoder_cache_channels_per_pixel(vae)
-    caches = VAE_CONTEXT_FRAMES * channels * pixels * DTYPE_BYTES[dtype] / devices
+    caches = VAE_CONTEXT_FRAMES * channels * (tile**2 if tiled else pixels) * DTYPE_BYTES[dtype] / devices
     held, per_frame = VAE_DECODE_CACHE_MULTIPLES
-    return int(VAE_DECODE_RESIDENT * (held + per_frame * chunk) * caches)
+    transient = (held + per_frame * chunk) * caches
+    if tiled:
+        frames = 1 + vae.temporal_compression * (latent_frames - 1)
+        outputs = VAE_TILE_OUTPUTS * vae.out_channels // vae.patch**2 * pixels * frames * DTYPE_BYTES[dtype]
+        transient = VAE_TILED_MULTIPLES[convolution] * transient + outputs
+    return int(VAE_DECODE_RESIDENT * transient)
 
 
 def vae_decoder_cache_channels_per_pixel(vae: VaeSpec) -> float:

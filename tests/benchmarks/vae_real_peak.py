@@ -50,7 +50,9 @@ def main(argv: list[str]) -> None:
     if mode == "decode":
         s = spec.spatial_compression
         x = rng.standard_normal((1, latent_frames, height // s, width // s, spec.z_dim), dtype=np.float32)
-        planned = vae_decode_bytes(spec, height * width, latent_frames, settings.decode_chunk, settings.tile)
+        planned = vae_decode_bytes(
+            spec, height * width, latent_frames, settings.decode_chunk, settings.tile, convolution=settings.convolution
+        )
         run = lambda p, x: nnx.merge(graphdef, p).decode(x)
     else:
         x = rng.uniform(-1, 1, (1, frames, height, width, 3)).astype(np.float32)

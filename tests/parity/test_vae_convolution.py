@@ -19,6 +19,7 @@ from vae_models import VaeModels, to_ours, to_torch_layout
 from wanjax.adapters.jax.vae.layers import CausalConv3d
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
+from wanjax.adapters.jax.vae.weights import export_vae_weights
 from wanjax.application.container import build_container
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
@@ -95,10 +96,25 @@ def test_in_bfloat16_the_taps_are_summed_in_float32_and_rounded_once() -> None:
     for form in ("frames", "3d"):
         runtime = VaeRuntime(convolution=form, dtype=jnp.bfloat16, param_dtype=jnp.bfloat16)
         conv = CausalConv3d(64, 64, (3, 3, 3), runtime, padding=(0, 1, 1), rngs=nnx.Rngs(0))
-        conv.weight[...] = exact.weight[...].astype(jnp.bfloat16)
+        kernel = exact.weight[...].astype(jnp.bfloat16)
+        for param, value in zip(conv.weight, kernel) if form == "frames" else [(conv.weight, kernel)]:
+            param[...] = value
         low = np.asarray(conv(x.astype(jnp.bfloat16)), np.float32)
         errors[form] = np.abs(low - np.asarray(exact(x))).mean()
     assert errors["frames"] <= 1.05 * errors["3d"], errors
+
+
+def test_the_per_frame_form_holds_each_time_tap_as_its_own_weight(models: VaeModels) -> None:
+    """Taps sliced from one stacked kernel inside a scan or tile loop are copies that XLA holds
+    all at once; stored apart they are read in place. Loading and export map them to diffusers'
+    one tensor per convolution."""
+    by_frame = models.load(convolution="frames")
+    out, into, _, kh, kw = models.tensors["decoder.conv_in.weight"].shape
+    assert [tap[...].shape for tap in by_frame.decoder.conv_in.weight] == [(kh, kw, into, out)] * 3
+    exported = export_vae_weights(by_frame)
+    assert exported.keys() == models.tensors.keys()
+    for name, tensor in models.tensors.items():
+        np.testing.assert_array_equal(exported[name], tensor, err_msg=name)
 
 
 @pytest.mark.parametrize(("platform", "form"), [("cpu", "frames"), ("gpu", "3d"), ("tpu", "3d")])

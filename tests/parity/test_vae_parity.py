@@ -158,13 +158,14 @@ def test_unexpected_tensor_is_named(pair: Pair) -> None:
         load_vae(pair.spec, VaeRuntime(), tensors)
 
 
-def test_misshapen_tensor_is_named_with_both_shapes(pair: Pair) -> None:
+@pytest.mark.parametrize("form", ["3d", "frames"])  # frames: the kernel is held as its time taps
+def test_misshapen_tensor_is_named_with_both_shapes(pair: Pair, form: str) -> None:
     name = "encoder.conv_in.weight"
     expected = pair.tensors[name].shape
-    tensors = {**pair.tensors, name: np.zeros((expected[0] + 1, *expected[1:]), np.float32)}
-    found = (expected[0] + 1, *expected[1:])
-    with pytest.raises(CheckpointError, match=re.escape(f"{name}: expected shape {expected}, found {found}")):
-        load_vae(pair.spec, VaeRuntime(), tensors)
+    for found in ((expected[0] + 1, *expected[1:]), (*expected[:2], 2, *expected[3:])):
+        tensors = {**pair.tensors, name: np.zeros(found, np.float32)}
+        with pytest.raises(CheckpointError, match=re.escape(f"{name}: expected shape {expected}, found {found}")):
+            load_vae(pair.spec, VaeRuntime(convolution=form), tensors)
 
 
 def test_the_released_layout_loads_and_exports() -> None:

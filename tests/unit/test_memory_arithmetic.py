@@ -5,7 +5,16 @@ import attrs
 import pytest
 
 from wanjax.domain import architectures
-from wanjax.domain.memory import GIB, Workload, advice, plan_memory, transformer_parameters
+from wanjax.domain.memory import (
+    GIB,
+    VAE_DECODE_RESIDENT,
+    VAE_TILE_OUTPUTS,
+    VAE_TILED_MULTIPLES,
+    Workload,
+    advice,
+    plan_memory,
+    transformer_parameters,
+)
 from wanjax.domain.specs import VaeSpec
 
 WAN13_480P81 = Workload(  # Wan 2.1 1.3B at 832x480x81 with guidance, fp32
@@ -75,7 +84,13 @@ def test_vae_tiling_and_chunks_bound_the_decode():
     untiled = _parts(at_720p)["VAE decode activations"]
     tiled = _parts(attrs.evolve(at_720p, vae_tile=256))["VAE decode activations"]
     unrolled = _parts(attrs.evolve(at_720p, vae_decode_chunk=None))["VAE decode activations"]
-    assert tiled == pytest.approx(untiled * 256**2 / (1280 * 720), rel=1e-6)
+    tiled_3d = _parts(attrs.evolve(at_720p, vae_tile=256, vae_convolution="3d"))["VAE decode activations"]
+    # One tile's plan by the form's multiple, plus every tile's output: twice the 81-frame video.
+    outputs = VAE_DECODE_RESIDENT * VAE_TILE_OUTPUTS * 3 * 1280 * 720 * 81 * 4
+    one_tile = untiled * 256**2 / (1280 * 720)
+    assert tiled == pytest.approx(VAE_TILED_MULTIPLES["frames"] * one_tile + outputs, rel=1e-6)
+    assert tiled_3d == pytest.approx(VAE_TILED_MULTIPLES["3d"] * one_tile + outputs, rel=1e-6)
+    assert tiled_3d < tiled < untiled / 3
     assert unrolled > 7 * untiled  # all 21 latent frames' activations in one program
 
 

@@ -3,7 +3,8 @@
 Video activations are [B, T, H, W, C]; per-frame (2D) layers see [N, H, W, C] with
 N = B * T. Parameter names (`weight`, `bias`, `gamma`) follow diffusers so that the
 checkpoint mapping in `weights.py` stays mechanical; kernels are stored in JAX layout
-([kt, kh, kw, in, out] / [kh, kw, in, out]).
+([kt, kh, kw, in, out] / [kh, kw, in, out]); the per-frame form (`convolution="frames"`) stores a
+3-D kernel as the list of its kt time taps, [kh, kw, in, out] each.
 
 The video runs through the VAE in temporal chunks. A causal convolution carries a
 cache: the last input frames of the previous chunk, prepended in place of the left
@@ -15,6 +16,7 @@ chunk loop can become a `lax.scan` with the caches as carry.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
@@ -51,36 +53,30 @@ def _convolve(
 
 def _convolve_frames(
     x: jax.Array,
-    kernel: jax.Array,
+    taps: Sequence[jax.Array],
     strides: tuple[int, int, int],
     padding: tuple[tuple[int, int], ...],
     runtime: VaeRuntime,
 ) -> jax.Array:
-    """The 3-D convolution of `x` [B, T, H, W, C] (no time padding) as, for each time tap of
-    `kernel` [kt, kh, kw, in, out], the 2-D convolution of every frame that tap reads, summed in
-    float32 (a half-precision run then rounds once, as the 3-D convolution does)."""
-    taps, stride = kernel.shape[0], strides[0]
+    """The 3-D convolution of `x` [B, T, H, W, C] (no time padding) with the kernel whose time taps
+    are `taps` ([kh, kw, in, out] each) as, for each tap, the 2-D convolution of every frame that
+    tap reads, summed in float32 (a half-precision run then rounds once, as the 3-D convolution does)."""
+    stride = strides[0]
     b, frames = x.shape[:2]
-    out_frames = (frames - taps) // stride + 1
+    out_frames = (frames - len(taps)) // stride + 1
     total = None
-    for tap in range(taps):
+    for tap, kernel in enumerate(taps):
         read = x[:, tap : tap + stride * (out_frames - 1) + 1 : stride].reshape(b * out_frames, *x.shape[2:])
-        y = _convolve(read, kernel[tap], strides[1:], padding[1:], runtime, accumulation=jnp.float32)
+        y = _convolve(read, kernel, strides[1:], padding[1:], runtime, accumulation=jnp.float32)
         total = y if total is None else total + y
     return total.astype(x.dtype).reshape(b, out_frames, *total.shape[1:])
 
 
-def _conv(
-    x: jax.Array,
-    weight: nnx.Param,
-    bias: nnx.Param,
-    strides: tuple[int, ...],
-    padding: tuple[tuple[int, int], ...],
-    runtime: VaeRuntime,
-) -> jax.Array:
-    x, kernel = x.astype(runtime.dtype), weight[...].astype(runtime.dtype)
-    video = x.ndim == 5 and runtime.convolution == "frames"
-    y = (_convolve_frames if video else _convolve)(x, kernel, strides, padding, runtime)
+def _kernel(weight: nnx.Param, runtime: VaeRuntime) -> jax.Array:
+    return weight[...].astype(runtime.dtype)
+
+
+def _add_bias(y: jax.Array, bias: nnx.Param, runtime: VaeRuntime) -> jax.Array:
     return y + bias[...].astype(runtime.dtype)
 
 
@@ -108,12 +104,25 @@ class CausalConv3d(nnx.Module):
         self.spatial_padding = ((0, 0), (padding[1],) * 2, (padding[2],) * 2)
         self.context_frames = 2 * padding[0]
         shape = (*kernel_size, in_features, out_features)
-        self.weight = nnx.Param(_KERNEL_INIT(rngs.params(), shape, runtime.param_dtype))
+        kernel = _KERNEL_INIT(rngs.params(), shape, runtime.param_dtype)
+        # The per-frame form keeps one kernel [kh, kw, in, out] per time tap. Taps sliced from one
+        # stacked kernel in the program are copies, and XLA places the slices of every convolution
+        # of a scanned or tiled body together, ahead of their convolutions (or hoists them out of
+        # the loop): a second copy of the weights, all live at once.
+        self.weight: nnx.Param | nnx.List = (
+            nnx.List([nnx.Param(tap) for tap in kernel]) if runtime.convolution == "frames" else nnx.Param(kernel)
+        )
         self.bias = nnx.Param(jnp.zeros((out_features,), runtime.param_dtype))
 
     def __call__(self, x: jax.Array) -> jax.Array:
         """Convolves `x` [B, T, H, W, Cin] as given, with no time padding."""
-        return _conv(x, self.weight, self.bias, self.stride, self.spatial_padding, self.runtime)
+        x, runtime = x.astype(self.runtime.dtype), self.runtime
+        if isinstance(self.weight, nnx.List):
+            taps = [_kernel(tap, runtime) for tap in self.weight]
+            y = _convolve_frames(x, taps, self.stride, self.spatial_padding, runtime)
+        else:
+            y = _convolve(x, _kernel(self.weight, runtime), self.stride, self.spatial_padding, runtime)
+        return _add_bias(y, self.bias, runtime)
 
     def stream(self, x: jax.Array, cache: jax.Array | None) -> tuple[jax.Array, jax.Array]:
         """One chunk `x` [B, T, H, W, Cin] -> (output, cache [B, context_frames, H, W, Cin])."""
@@ -145,7 +154,9 @@ class Conv2d(nnx.Module):
         self.bias = nnx.Param(jnp.zeros((out_features,), runtime.param_dtype))
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return _conv(x, self.weight, self.bias, self.stride, self.padding, self.runtime)
+        x, runtime = x.astype(self.runtime.dtype), self.runtime
+        y = _convolve(x, _kernel(self.weight, runtime), self.stride, self.padding, runtime)
+        return _add_bias(y, self.bias, runtime)
 
 
 class RMSNorm(nnx.Module):

@@ -2,8 +2,10 @@
 
 Module attributes mirror diffusers' names, so a parameter's diffusers name is its
 NNX path joined by dots, with one exception: diffusers wraps the resample conv in an
-`nn.Sequential` after the up/down-sampling op, hence `resample.1`. `_torch_layout`
-below is the single mapping; loading and export both use it.
+`nn.Sequential` after the up/down-sampling op, hence `resample.1`; and the per-frame
+convolution form keeps a 3-D kernel as a list of its time taps (`weight.0`, `weight.1`, ...),
+each one slice of diffusers' tensor. `_torch_layout` below is the single mapping; loading and
+export both use it.
 """
 
 from __future__ import annotations
@@ -22,14 +24,16 @@ from wanjax.domain.specs import VaeSpec
 _LISTED = 5  # names quoted per error message
 
 
-def _torch_layout(path: tuple[str | int, ...], ndim: int) -> tuple[str, tuple[int, ...]]:
-    """NNX parameter path -> (diffusers tensor name, axes taking the torch array to ours).
+def _torch_layout(path: tuple[str | int, ...], ndim: int) -> tuple[str, int | None, tuple[int, ...]]:
+    """NNX parameter path -> (diffusers tensor name, the time tap the parameter holds or None, axes
+    taking the torch array (of that tap: [:, :, tap]) to ours).
 
     Conv kernels: torch [out, in, *k] -> ours [*k, in, out]. Norm gammas: torch
     [C, 1, ...] -> ours [..., 1, C]. Biases keep their layout.
     """
+    tap = path[-1] if isinstance(path[-1], int) else None
     parts: list[str] = []
-    for part in path:
+    for part in path if tap is None else path[:-1]:
         parts.append(str(part))
         if part == "resample":
             parts.append("1")
@@ -40,7 +44,14 @@ def _torch_layout(path: tuple[str | int, ...], ndim: int) -> tuple[str, tuple[in
         axes = (*range(1, ndim), 0)
     else:
         axes = tuple(range(ndim))
-    return ".".join(parts), axes
+    return ".".join(parts), tap, axes
+
+
+def _torch_shape(entries: list[tuple[tuple, nnx.Variable, int | None, tuple[int, ...]]]) -> tuple[int, ...]:
+    """The torch shape of the tensor whose parameter (or time taps) `entries` hold."""
+    _, variable, tap, axes = entries[0]
+    shape = tuple(variable.shape[i] for i in np.argsort(axes))
+    return shape if tap is None else (*shape[:2], len(entries), *shape[2:])
 
 
 def _listing(names: list[str]) -> str:
@@ -56,10 +67,10 @@ def load_vae(spec: VaeSpec, runtime: VaeRuntime, tensors: Mapping[str, np.ndarra
     """
     abstract = nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0)))
     graphdef, state = nnx.split(abstract)
-    targets = {}
+    targets: dict[str, list[tuple[tuple, nnx.Variable, int | None, tuple[int, ...]]]] = {}
     for path, variable in nnx.to_flat_state(state):
-        name, axes = _torch_layout(path, len(variable.shape))
-        targets[name] = (path, variable, axes)
+        name, tap, axes = _torch_layout(path, len(variable.shape))
+        targets.setdefault(name, []).append((path, variable, tap, axes))
     missing = sorted(set(targets) - set(tensors))
     unexpected = sorted(set(tensors) - set(targets))
     if missing or unexpected:
@@ -73,24 +84,33 @@ def load_vae(spec: VaeSpec, runtime: VaeRuntime, tensors: Mapping[str, np.ndarra
             "check that config.json matches the weights"
         )
     filled = []
-    for name, (path, variable, axes) in targets.items():
+    for name, entries in targets.items():
         tensor = tensors[name]
-        expected = tuple(variable.shape[i] for i in np.argsort(axes))
+        expected = _torch_shape(entries)
         if tuple(tensor.shape) != expected:
             raise CheckpointError(
                 f"VAE tensor {name}: expected shape {expected}, found {tuple(tensor.shape)}; "
                 "check that config.json matches the weights"
             )
-        value = jnp.asarray(np.transpose(tensor, axes), dtype=runtime.param_dtype)
-        filled.append((path, variable.replace(value)))
+        for path, variable, tap, axes in entries:
+            part = tensor if tap is None else tensor[:, :, tap]
+            value = jnp.asarray(np.transpose(part, axes), dtype=runtime.param_dtype)
+            filled.append((path, variable.replace(value)))
     return nnx.merge(graphdef, nnx.from_flat_state(filled))
 
 
 def export_vae_weights(model: WanVAE) -> dict[str, np.ndarray]:
     """The inverse of `load_vae`: diffusers names -> numpy arrays in torch layouts."""
+    taps: dict[str, dict[int, np.ndarray]] = {}
     tensors = {}
     for path, variable in nnx.to_flat_state(nnx.state(model, nnx.Param)):
         value = np.asarray(variable[...])
-        name, axes = _torch_layout(path, value.ndim)
-        tensors[name] = np.ascontiguousarray(np.transpose(value, np.argsort(axes)))
+        name, tap, axes = _torch_layout(path, value.ndim)
+        tensor = np.transpose(value, np.argsort(axes))
+        if tap is None:
+            tensors[name] = np.ascontiguousarray(tensor)
+        else:
+            taps.setdefault(name, {})[tap] = tensor
+    for name, by_tap in taps.items():
+        tensors[name] = np.ascontiguousarray(np.stack([by_tap[tap] for tap in sorted(by_tap)], axis=2))
     return tensors
