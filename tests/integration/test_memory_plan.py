@@ -58,6 +58,6 @@ def test_a14b_at_720p_on_24_gib_needs_offload_layers_and_fits_with_it(capsys):
     assert "--set offload=layers" in capsys.readouterr().err
     assert main(["plan", *A14B_720P81, "--set", "offload=auto", "--host-memory", "128GiB"]) == 0
     out = capsys.readouterr().out
-    assert "memory plan (gpu, offload=layers)" in out and "host memory:" in out
+    assert "memory plan (gpu, offload=layers (chosen by offload=auto" in out and "host memory:" in out
     assert main(["plan", *A14B_720P81, "--set", "offload=layers", "--host-memory", "32GiB"]) == 2
     assert "of host memory" in capsys.readouterr().err

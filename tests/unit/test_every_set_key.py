@@ -89,6 +89,8 @@ ACCEPTED = {
     "sample_timesteps": ("1000,750,500,250", (1000.0, 750.0, 500.0, 250.0)),
     "expert_switch_step": ("2", 2),
     "strength": ("0.6", 0.6),
+    "segment_frame_length": ("33", 33),
+    "prev_segment_conditioning_frames": ("5", 5),
     "negative_prompt": ("blurry, static", "blurry, static"),
     "seed": ("42", 42),
     "fps": ("24", 24),

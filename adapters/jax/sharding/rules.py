@@ -39,11 +39,13 @@ _TRANSFORMER_TABLE: tuple[tuple[tuple[str | tuple[str, ...], ...], LogicalAxes],
     ((_QKV, "kernel"), (EMBED, HEADS)),
     ((_QKV, "bias"), (HEADS,)),
     (("to_out", "kernel"), (HEADS, EMBED)),
+    (("face_adapter", ("norm_q", "norm_k"), "scale"), (None,)),  # Animate: per head dim, shared by heads
     ((_HEAD_NORMS, "scale"), (HEADS,)),
     (("ffn", "proj_in", "kernel"), (EMBED, MLP)),
     (("ffn", "proj_in", "bias"), (MLP,)),
     (("ffn", "proj_out", "kernel"), (MLP, EMBED)),
     (("patch_embedding", "kernel"), (None, None, None, None, EMBED)),  # also the VACE branch's
+    (("pose_patch_embedding", "kernel"), (None, None, None, None, EMBED)),  # Animate's pose latents
     (("vace", "proj_in", "kernel"), (EMBED, None)),
     (("time_embedder", "linear_1", "kernel"), (None, EMBED)),
     (("time_embedder", "linear_2", "kernel"), (EMBED, None)),
@@ -71,10 +73,20 @@ def _matches(path: Path, suffix: tuple[str | tuple[str, ...], ...]) -> bool:
     return all(part == want or (isinstance(want, tuple) and part in want) for part, want in zip(tail, suffix))
 
 
+_REPLICATED = ("motion_encoder", "face_encoder")
+"""Wan Animate's encoders of the face video: small (23M and 18M parameters at Animate-14B)
+and run once per step on a few frames, so every device keeps them whole."""
+_STACKS = ("blocks", "face_adapter")
+"""Layer stacks: scanned, their parameters gain a leading "layers" axis."""
+
+
 def transformer_logical_axes(path: Path, ndim: int) -> LogicalAxes:
     """Logical axes of the Wan transformer parameter at `path` (with `ndim` dimensions)."""
-    blocks = path.index("blocks") if "blocks" in path else None  # ("blocks", ...) or ("vace", "blocks", ...)
-    stacked = blocks is not None and len(path) > blocks + 1 and isinstance(path[blocks + 1], str)
+    if any(name in path for name in _REPLICATED):
+        return (None,) * ndim
+    # ("blocks", ...), ("vace", "blocks", ...) or ("animate", "face_adapter", ...): stacked, or indexed by layer
+    stack = next((path.index(name) for name in _STACKS if name in path), None)
+    stacked = stack is not None and len(path) > stack + 1 and isinstance(path[stack + 1], str)
     for suffix, axes in _TRANSFORMER_TABLE:
         if _matches(path, suffix):
             full = ((LAYERS,) if stacked else ()) + axes
