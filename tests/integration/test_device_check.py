@@ -34,8 +34,9 @@ def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
     assert "of 60 MiB" in kit.stdout
 
     out = tmp_path / "out"
-    check = subprocess.run([ROOT / "scripts/device-check", "--smoke", "--kit", tmp_path / "kit", "--out", out],
-                           capture_output=True, text=True, timeout=1500)  # fmt: skip
+    # The budget is the GPU's time; the smoke run on a loaded CI machine gets room for every stage.
+    check = subprocess.run([ROOT / "scripts/device-check", "--smoke", "--kit", tmp_path / "kit", "--out", out,
+                            "--budget", "1200"], capture_output=True, text=True, timeout=1500)  # fmt: skip
     report = json.loads((out / "check.json").read_text())
     stages = report["stages"]
     assert check.returncode == 0, f"{check.stdout[-3000:]}\n{check.stderr[-3000:]}"
