@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from wanjax.entrypoints.interrupts import Interrupted, Stops, end_at_once_on_signals, signals_interrupt, stopped_line
+
+if __name__ == "__main__":  # `python -m wanjax.entrypoints.cli` (the `wanjax` script: entrypoints/program.py)
+    end_at_once_on_signals()  # before the imports below: a signal while they load ends the run cleanly
+
 import argparse
 import os
 import sys
@@ -14,7 +19,6 @@ import numpy as np
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 from wanjax.domain.modes.registry import requested_mode
-from wanjax.entrypoints.interrupts import Interrupted, Stops, signals_interrupt
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
@@ -135,7 +139,7 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # ours is the only progress bar
     try:
-        with signals_interrupt() as stops:  # first: a signal before it ends the process Python's way
+        with signals_interrupt() as stops:  # first: takes the signals over from end_at_once_on_signals
             status = _run_command(build_parser().parse_args(argv), stops)
             stops.check()  # a signal whose exception something swallowed still stops the run
             return status
@@ -143,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wanjax: error: {err}", file=sys.stderr)
         return 2
     except Interrupted as stop:
-        print(f"wanjax: stopped by {stop}; no partial output was left", file=sys.stderr)
+        print(stopped_line(stop.signum), file=sys.stderr)
         return stop.exit_status
 
 

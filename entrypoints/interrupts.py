@@ -17,6 +17,7 @@ in two ways, both seen in cold runs stopped about a second in:
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import sysconfig
@@ -32,6 +33,26 @@ RETRY_SECONDS = 0.05
 _PATHS = sysconfig.get_paths()
 _STANDARD_LIBRARY = tuple({_PATHS["stdlib"], _PATHS["platstdlib"]})
 _SITE_PACKAGES = tuple({_PATHS["purelib"], _PATHS["platlib"]})
+
+
+def stopped_line(signum: int) -> str:
+    """The CLI's last line when a signal stopped it."""
+    return f"wanjax: stopped by {signal.Signals(signum).name}; no partial output was left"
+
+
+def end_at_once_on_signals() -> None:
+    """Until `signals_interrupt` takes them over: SIGINT and SIGTERM end the process at once,
+    with the CLI's line and status. Called before the CLI's imports (seconds on a loaded
+    machine), where Python's own handling would print a KeyboardInterrupt traceback from
+    whichever module was loading; the process has written nothing yet, so nothing is left."""
+    if threading.current_thread() is threading.main_thread():
+        for signum in SIGNALS:
+            signal.signal(signum, _end_now)
+
+
+def _end_now(signum: int, frame: FrameType | None) -> None:
+    os.write(2, (stopped_line(signum) + "\n").encode())
+    os._exit(128 + signum)
 
 
 class Interrupted(BaseException):

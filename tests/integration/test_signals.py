@@ -102,6 +102,30 @@ def test_a_signal_at_any_moment_stops_the_run(tmp_path, demo_cache, request, sta
     assert not out.parent.exists() or list(out.parent.iterdir()) == []
 
 
+LAUNCHERS = {"python -m": [sys.executable, "-m", "wanjax.entrypoints.cli"], "script": [str(Path(sys.executable).with_name("wanjax"))]}
+
+
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_a_signal_while_the_cli_still_imports_ends_it_cleanly(tmp_path, launcher):
+    """SIGTERM once numpy's library is mapped into the process, so while the CLI's modules load:
+    the run ends with its line and status, no traceback (before the fix: killed by SIGTERM)."""
+    out = tmp_path / "out" / "video.mp4"
+    run = subprocess.Popen(
+        [*LAUNCHERS[launcher], "generate", "--prompt", "a fox", *SMALL, "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        while run.poll() is None and "_multiarray_umath" not in Path(f"/proc/{run.pid}/maps").read_text():
+            time.sleep(0.001)
+        assert run.poll() is None, "the run ended before it loaded numpy"
+        run.send_signal(signal.SIGTERM)
+        run.stderr_text = run.communicate(timeout=60)[1]
+    finally:
+        run.kill()
+    _assert_stopped(run, signal.SIGTERM, 143)
+    assert not out.parent.exists()
+
+
 def _caches_in(folder):
     return ["--set", f"compilation_cache_dir={folder / 'xla'}", "--set", f"text_embeddings_cache_dir={folder / 'text'}"]
 
