@@ -272,3 +272,30 @@ def test_experts_of_different_architectures_are_refused_by_both_layouts() -> Non
     assert shared_architecture({"high/": high, "low/": high}) == high
     with pytest.raises(UnsupportedModelError, match="high/ and low/ have different architectures"):
         shared_architecture({"high/": high, "low/": low})
+
+
+def test_the_released_animate_model_maps_onto_diffusers_and_its_architecture() -> None:
+    """Wan2.2-Animate-14B's WanAnimateModel at its real size (meta device): every official tensor
+    (blur kernels aside) lands on a diffusers WanAnimateTransformer3DModel name with its shape,
+    and the config and shapes read as the published architecture and repo."""
+    from diffusers import WanAnimateTransformer3DModel
+
+    from official_wan import official_animate
+    from wanjax.adapters.checkpoints.original_names import diffusers_named
+
+    official_animate()
+    from wan.modules.animate.model_animate import WanAnimateModel
+
+    with torch.device("meta"):
+        official = WanAnimateModel()
+        diffusers = WanAnimateTransformer3DModel(added_kv_proj_dim=5120)  # the published config's
+    shapes = {name: tuple(tensor.shape) for name, tensor in official.state_dict().items()}
+    renamed = diffusers_named(_shapes_only(shapes))
+    expected = {name: tuple(tensor.shape) for name, tensor in diffusers.state_dict().items()}
+    assert {name: renamed[name].shape for name in renamed} == expected
+
+    root = Path("/data/Wan2.2-Animate-14B")
+    config = {"_class_name": "WanAnimateModel", **official.config}
+    spec = transformer_spec_of(config, renamed, root)
+    assert spec == ARCHITECTURES["Wan-AI/Wan2.2-Animate-14B-Diffusers"].transformer
+    assert published_repo_id(spec, WAN21_VAE, 1, root) == "Wan-AI/Wan2.2-Animate-14B"
