@@ -170,7 +170,7 @@ class RenamedWeights(Mapping[str, np.ndarray]):
         self._source = source
         self._original: dict[str, str] = {}
         self._views = dict(views or {})
-        named = [(old, new) for old, new in rename.items()] + [(old, new) for new, (old, _) in self._views.items()]
+        named = [*rename.items(), *((old, new) for new, (old, _) in self._views.items())]
         for old, new in named:
             if new in self._original:
                 raise CheckpointError(
