@@ -54,7 +54,7 @@ TINY_CLIP = dict(
 # Wan 2.2 Animate. WanAnimateModel hard-codes what the tiny one keeps: CLIP features 1280 wide and
 # 257 of them (a 16 x 16 patch grid and the class token), a motion encoder whose widths are fixed
 # (512 at 4x4 to 32x32), a face encoder of 4 streams 1024 wide and a face adapter every 5 blocks.
-# Its 512x512-face motion encoder takes ~40 s for one segment's faces on two cores, so the tiny
+# Its 512x512-face motion encoder takes ~40 s for 9 faces on two loaded cores, so the tiny
 # model's is the same class built for 8x8 faces.
 ANIMATE_FACE = 8
 TINY_ANIMATE_MODEL = dict(TINY_WAN_MODEL, in_dim=36, out_dim=16, num_layers=5)
