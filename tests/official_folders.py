@@ -170,6 +170,7 @@ def _i2v_transformer() -> torch.nn.Module:
 
 
 def _animate_transformer() -> torch.nn.Module:
+    """WanAnimateModel at toy size, its motion encoder the same class for ANIMATE_FACE faces."""
     official_animate()
     from wan.modules.animate.model_animate import WanAnimateModel
     from wan.modules.animate.motion_encoder import Generator

@@ -35,7 +35,6 @@ from wanjax.domain.specs import ANIMATE_MOTION_CHANNEL_SIZES, AnimateSpec
 
 MODEL_CLASS = "WanAnimateModel"
 FACE_ADAPTER_EVERY = 5  # WanAnimateModel: a face adapter after blocks 0, 5, 10, ... (num_layers // 5 of them)
-MARKER = "motion_encoder.enc.net_app."
 
 _MOTION = "motion_encoder."
 _APP = r"motion_encoder\.enc\.net_app\.convs\."
@@ -61,10 +60,6 @@ _RULES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
 )
 _FUSED_KV = re.compile(r"face_adapter\.fuser_blocks\.(\d+)\.linear1_kv\.(weight|bias)")
 _BLUR_KERNEL = re.compile(_APP + r"\d+\.(conv2|skip)\.0\.kernel")
-
-
-def is_official_animate(names: Iterable[str]) -> bool:
-    return any(name.startswith(MARKER) for name in names)
 
 
 def is_animate_name(name: str) -> bool:
