@@ -47,6 +47,7 @@ LONGEST_FILES = (
     "integration/test_sharded_transformer.py",
     "unit/test_offload.py",
     "parity/test_animate_pipeline_parity.py",
+    "parity/test_official_animate_pipeline_parity.py",
 )
 """The files that take minutes on a 2-core machine (measured: 1.5 to 8 minutes each), longest
 first. They are collected first: scripts/test hands whole files to its two workers in collection

@@ -2,8 +2,8 @@
 and diffusers-format twins holding the same weights.
 
 The official folder holds what a Wan-AI repo holds (a WanModel `config.json` and safetensors,
-`Wan2.x_VAE.pth`, the T5 `.pth` with a `google/umt5-xxl` tokenizer, Wan 2.1 I2V's open-clip
-`.pth`), at toy sizes with seeded random weights: every parameter is perturbed from its
+`Wan2.x_VAE.pth`, the T5 `.pth` with a `google/umt5-xxl` tokenizer, Wan 2.1 I2V's and Wan 2.2
+Animate's open-clip `.pth`), at toy sizes with seeded random weights: every parameter is perturbed from its
 initial value, because the official inits leave some layers at zero (WanModel's head, the
 VAE's attention projection) where a swapped tensor would go unnoticed. One exception: the
 `wan` package (Wan 2.2's code) no longer has Wan 2.1 I2V's image cross-attention, so that
@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 import torch
 
-from official_wan import official_wan
+from official_wan import official_animate, official_wan
 from tiny_wan import IMAGE_DIM, TEXT_DIM
 
 from wanjax.adapters.checkpoints.official_folder import CLIP_FILE, T5_FILE, TOKENIZER_FOLDER, VAE_FILES
@@ -51,6 +51,15 @@ TINY_CLIP = dict(
     embed_dim=16, image_size=CLIP_IMAGE_SIZE, patch_size=8, vision_dim=IMAGE_DIM, vision_mlp_ratio=2,
     vision_heads=16, vision_layers=2, vocab_size=16, max_text_len=8, text_dim=8, text_heads=2, text_layers=1,
 )  # fmt: skip
+# Wan 2.2 Animate. WanAnimateModel hard-codes what the tiny one keeps: CLIP features 1280 wide and
+# 257 of them (a 16 x 16 patch grid and the class token), a motion encoder whose widths are fixed
+# (512 at 4x4 to 32x32), a face encoder of 4 streams 1024 wide and a face adapter every 5 blocks.
+# Its 512x512-face motion encoder takes ~40 s for 9 faces on two loaded cores, so the tiny
+# model's is the same class built for 8x8 faces.
+ANIMATE_FACE = 8
+TINY_ANIMATE_MODEL = dict(TINY_WAN_MODEL, in_dim=36, out_dim=16, num_layers=5)
+TINY_ANIMATE_MOTION = dict(size=ANIMATE_FACE, style_dim=8, motion_dim=4)
+ANIMATE_CLIP = dict(TINY_CLIP, vision_dim=1280, patch_size=CLIP_IMAGE_SIZE // 16, vision_mlp_ratio=1)
 
 
 @attrs.frozen
@@ -61,7 +70,8 @@ class Kind:
     in_dim: int
     experts: int = 1
     vae22: bool = False
-    clip: bool = False  # Wan 2.1 I2V: CLIP image tokens in the cross-attention
+    clip: bool = False  # Wan 2.1 I2V, Wan 2.2 Animate: CLIP image tokens in the cross-attention
+    animate: bool = False  # Wan 2.2 Animate: a WanAnimateModel
 
 
 KINDS = {
@@ -70,6 +80,7 @@ KINDS = {
     "i2v": Kind("i2v", in_dim=36, clip=True),
     "i2v-a14b": Kind("i2v", in_dim=36, experts=2),
     "ti2v": Kind("ti2v", in_dim=48, vae22=True),
+    "animate": Kind("animate", in_dim=36, clip=True, animate=True),
 }
 EXPERT_FOLDERS = ("high_noise_model", "low_noise_model")
 
@@ -89,6 +100,42 @@ class OfficialModels:
         return VAE_FILES[48 if self.kind.vae22 else 16]
 
 
+def official_text_encoder(models: OfficialModels, folder: Path) -> object:
+    """The official T5EncoderModel around the tiny encoder (its __init__ would build umt5-xxl)."""
+    from wan.modules.t5 import T5EncoderModel
+    from wan.modules.tokenizers import HuggingfaceTokenizer
+
+    encoder = object.__new__(T5EncoderModel)
+    encoder.text_len, encoder.dtype, encoder.device = TEXT_LEN, torch.float32, torch.device("cpu")
+    encoder.model = models.t5
+    encoder.tokenizer = HuggingfaceTokenizer(name=str(folder / TOKENIZER_FOLDER), seq_len=TEXT_LEN, clean="whitespace")
+    return encoder
+
+
+class RecordingVae:
+    """The official Wan2_1_VAE / Wan2_2_VAE around the tiny WanVAE_ (their __init__ loads the
+    released size), with the released latent statistics; records the latents it decodes."""
+
+    def __init__(self, models: OfficialModels) -> None:
+        from wan.modules.vae2_1 import Wan2_1_VAE
+        from wan.modules.vae2_2 import Wan2_2_VAE
+
+        from wanjax.adapters.checkpoints.original_vae import LATENT_STATISTICS
+
+        vae = object.__new__(Wan2_2_VAE if models.kind.vae22 else Wan2_1_VAE)
+        vae.dtype, vae.device, vae.model = torch.float32, torch.device("cpu"), models.vae
+        vae.mean, vae.std = (torch.tensor(values) for values in LATENT_STATISTICS[models.vae.z_dim])
+        vae.scale = [vae.mean, 1.0 / vae.std]
+        self._vae, self.model, self.decoded = vae, vae.model, []
+
+    def encode(self, videos):
+        return self._vae.encode(videos)
+
+    def decode(self, zs):
+        self.decoded.append(zs[0].numpy().copy())
+        return self._vae.decode(zs)
+
+
 def official_models(kind: str, seed: int = 0) -> OfficialModels:
     official_wan()
     from wan.modules import t5, vae2_1, vae2_2
@@ -99,14 +146,16 @@ def official_models(kind: str, seed: int = 0) -> OfficialModels:
     out_dim = 48 if spec.vae22 else 16
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        if spec.clip:
-            experts: tuple[torch.nn.Module, ...] = (_i2v_transformer(),)
+        if spec.animate:
+            experts: tuple[torch.nn.Module, ...] = (_animate_transformer(),)
+        elif spec.clip:
+            experts = (_i2v_transformer(),)
         else:
             config = dict(TINY_WAN_MODEL, model_type=spec.model_type, in_dim=spec.in_dim, out_dim=out_dim)
             experts = tuple(WanModel(**config) for _ in range(spec.experts))
         vae = vae2_2.WanVAE_(**TINY_VAE22) if spec.vae22 else vae2_1.WanVAE_(**TINY_VAE21)
         encoder = t5.T5Encoder(vocab=_vocab_size(), **TINY_T5)
-        image = clip.XLMRobertaCLIP(**TINY_CLIP) if spec.clip else None
+        image = clip.XLMRobertaCLIP(**(ANIMATE_CLIP if spec.animate else TINY_CLIP)) if spec.clip else None
         for module in (*experts, vae, encoder, image):
             if module is not None:
                 _perturb(module.eval())
@@ -118,6 +167,17 @@ def _i2v_transformer() -> torch.nn.Module:
 
     config = _diffusers_transformer_config(KINDS["i2v"])
     return WanTransformer3DModel(**config, image_dim=IMAGE_DIM, added_kv_proj_dim=HEADS * HEAD_DIM)
+
+
+def _animate_transformer() -> torch.nn.Module:
+    """WanAnimateModel at toy size, its motion encoder the same class for ANIMATE_FACE faces."""
+    official_animate()
+    from wan.modules.animate.model_animate import WanAnimateModel
+    from wan.modules.animate.motion_encoder import Generator
+
+    model = WanAnimateModel(**TINY_ANIMATE_MODEL)
+    model.motion_encoder = Generator(**TINY_ANIMATE_MOTION)
+    return model
 
 
 def _perturb(module: torch.nn.Module) -> None:
@@ -136,7 +196,7 @@ def write_official_folder(folder: Path, models: OfficialModels) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     homes = [folder / name for name in EXPERT_FOLDERS] if len(models.experts) == 2 else [folder]
     for expert, home in zip(models.experts, homes):
-        if models.kind.clip:
+        if models.kind.clip and not models.kind.animate:
             _save_under_original_names(expert, home)
         else:
             expert.save_pretrained(home)

@@ -15,6 +15,13 @@ stand between it and a CPU-only test run, and this module handles each:
   lengths (padding) and query lengths, and replaces it in the transformer module.
 - Its pipelines build on `cuda:N` in `__init__` and load real checkpoints; tests make them
   with `official_pipeline`, which skips `__init__` and sets the attributes `generate` reads.
+- Wan 2.2 Animate (`wan/animate.py`, imported by `official_animate()`) reads its preprocessed
+  inputs with OpenCV (`cv2.imread`, `cv2.resize`) and decord (`VideoReader`), neither
+  installed (OpenCV's wheels are tens of megabytes, for one image read and a resize). While it
+  imports, stand-ins compute what it uses: an image read as BGR (PIL), a resize that is the
+  identity (the tests give the character at the video's size; any other size is refused, not
+  approximated), and videos decoded to RGB frames (PyAV). Its face adapter calls flash-attn's
+  `flash_attn_func`, computed here by torch's SDPA.
 """
 
 from __future__ import annotations
@@ -24,7 +31,8 @@ import importlib
 import importlib.util
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from unittest import mock
 
 import numpy as np
@@ -73,6 +81,12 @@ def exact_attention(
     return out.type(q.dtype)
 
 
+def flash_attn_by_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """flash-attn's `flash_attn_func` ([B, S, N, H] in and out, no mask), by torch's SDPA."""
+    out = F.scaled_dot_product_attention(*(t.transpose(1, 2) for t in (q, k, v)))
+    return out.transpose(1, 2)
+
+
 def _image_to_tensor(image: Image.Image) -> torch.Tensor:
     """torchvision's `to_tensor` for an 8-bit RGB image: [C, H, W] float32, values / 255."""
     pixels = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
@@ -87,28 +101,99 @@ _OFFICIAL_MODULES = (
 
 
 @contextlib.contextmanager
-def _torchvision_stand_in() -> Iterator[None]:
-    """A `torchvision.transforms.functional.to_tensor` importable while the block runs.
+def _stand_ins(package: str, modules: Sequence[types.ModuleType]) -> Iterator[None]:
+    """`modules` (a stand-in for `package`, then its submodules) importable while the block runs.
 
-    It is removed afterwards (the modules imported meanwhile keep their reference), so that
-    diffusers and transformers never take it for a real torchvision.
+    They are removed afterwards (the modules imported meanwhile keep their reference), so that
+    diffusers and transformers never take them for the real package. Nothing is registered
+    where `package` is installed.
     """
-    if importlib.util.find_spec("torchvision") is not None:
+    if importlib.util.find_spec(package) is not None:
         yield
         return
+    sys.modules.update({module.__name__: module for module in modules})
+    try:
+        yield
+    finally:
+        for module in modules:
+            sys.modules.pop(module.__name__, None)
+
+
+def _torchvision_stand_in() -> contextlib.AbstractContextManager[None]:
+    """`torchvision.transforms.functional.to_tensor`."""
     torchvision = types.ModuleType("torchvision")
     transforms = types.ModuleType("torchvision.transforms")
     functional = types.ModuleType("torchvision.transforms.functional")
     functional.to_tensor = _image_to_tensor
     transforms.functional = functional
     torchvision.transforms = transforms
-    stand_ins = (torchvision, transforms, functional)
-    sys.modules.update({module.__name__: module for module in stand_ins})
-    try:
-        yield
-    finally:
-        for module in stand_ins:
-            sys.modules.pop(module.__name__, None)
+    return _stand_ins("torchvision", (torchvision, transforms, functional))
+
+
+def _read_bgr(path: str) -> np.ndarray:
+    """`cv2.imread(path)`: an 8-bit image as [H, W, 3] in BGR order."""
+    with Image.open(path) as image:
+        return np.ascontiguousarray(np.asarray(image.convert("RGB"))[..., ::-1])
+
+
+def _same_size_resize(image: np.ndarray, size: tuple[int, int], interpolation: int = 1) -> np.ndarray:
+    """`cv2.resize(image, (width, height))` where that is the image's own size: a copy."""
+    if tuple(size) != (image.shape[1], image.shape[0]):
+        raise NotImplementedError(
+            f"the cv2 stand-in resizes only to the same size, not {image.shape[1]}x{image.shape[0]} to "
+            f"{size[0]}x{size[1]}: give the character at the video's size, or install opencv-python-headless"
+        )
+    return image.copy()
+
+
+class _DecodedFrames:
+    def __init__(self, frames: np.ndarray) -> None:
+        self._frames = frames
+
+    def asnumpy(self) -> np.ndarray:
+        return self._frames
+
+
+class _VideoReader:
+    """decord's `VideoReader`: a video's frames, `len()` and `get_batch(indices).asnumpy()`
+    ([N, H, W, 3] uint8 RGB), decoded by PyAV."""
+
+    def __init__(self, path: str) -> None:
+        import av
+
+        with av.open(str(Path(path))) as container:
+            self._frames = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def get_batch(self, indices: Sequence[int]) -> _DecodedFrames:
+        return _DecodedFrames(self._frames[list(indices)])
+
+
+def _animate_stand_ins() -> contextlib.ExitStack:
+    """`cv2.imread`, `cv2.resize` (same size only), `cv2.INTER_LINEAR` and `decord.VideoReader`."""
+    cv2 = types.ModuleType("cv2")
+    cv2.imread, cv2.resize, cv2.INTER_LINEAR = _read_bgr, _same_size_resize, 1
+    decord = types.ModuleType("decord")
+    decord.VideoReader = _VideoReader
+    stack = contextlib.ExitStack()
+    stack.enter_context(_stand_ins("cv2", (cv2,)))
+    stack.enter_context(_stand_ins("decord", (decord,)))
+    return stack
+
+
+def official_animate() -> types.ModuleType:
+    """`wan.animate` (WanAnimate and its modules) with exact attention, imported with the stand-ins."""
+    official_wan()
+    if "wan.animate" not in sys.modules:
+        package = sys.modules["wan.modules.animate"]  # bare: what its __init__ exports, set here
+        package.WanAnimateModel = importlib.import_module("wan.modules.animate.model_animate").WanAnimateModel
+        package.CLIPModel = sys.modules["wan.modules.animate.clip"].CLIPModel
+        importlib.import_module("wan.modules.animate.face_blocks").flash_attn_func = flash_attn_by_sdpa
+        with _animate_stand_ins():
+            importlib.import_module("wan.animate")
+    return sys.modules["wan.animate"]
 
 
 def official_wan() -> types.ModuleType:

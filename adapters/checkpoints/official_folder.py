@@ -1,15 +1,19 @@
 """An official-format Wan checkpoint folder: the Wan-AI repos without "-Diffusers".
 
-    config.json + diffusion_pytorch_model*.safetensors    the transformer (WanModel), original names;
-                                                          Wan 2.2 A14B: in high_noise_model/ and low_noise_model/
+    config.json + diffusion_pytorch_model*.safetensors    the transformer (WanModel; Wan 2.2 Animate's WanAnimateModel),
+                                                          original names; Wan 2.2 A14B: in high_noise_model/ and
+                                                          low_noise_model/
     Wan2.1_VAE.pth or Wan2.2_VAE.pth                      the VAE, original names
     models_t5_umt5-xxl-enc-bf16.pth + google/umt5-xxl/    the T5 encoder's state dict and its tokenizer
-    models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan 2.1 I2V: open-clip, its vision tower is read
+    models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan 2.1 I2V, Wan 2.2 Animate: open-clip, its vision
+                                                          tower is read
 
 File names and the Wan 2.2 A14B expert boundaries are those of the official `wan/configs`.
 WanModel's config.json leaves out the arguments it ignores (`patch_size`, `text_dim`,
 `qk_norm`, `cross_attn_norm`, `window_size`): those, and whether the cross-attention
 also reads CLIP image tokens (Wan 2.1 I2V: an `img_emb`), are read from the tensor shapes.
+WanAnimateModel's config has no `model_type` (it is "animate" here) and says nothing of its
+motion and face encoders: their sizes come from the shapes too (`original_animate.py`).
 The VAE's architecture is read from its shapes too (`original_vae.py`).
 """
 
@@ -21,6 +25,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+import attrs
 import numpy as np
 
 from wanjax.adapters.checkpoints.checkpoint import (
@@ -31,6 +36,8 @@ from wanjax.adapters.checkpoints.checkpoint import (
     shared_architecture,
 )
 from wanjax.adapters.checkpoints.diffusers_folder import read_json
+from wanjax.adapters.checkpoints.original_animate import MODEL_CLASS as ANIMATE_CLASS
+from wanjax.adapters.checkpoints.original_animate import animate_spec_of
 from wanjax.adapters.checkpoints.original_vae import vae_spec_of
 from wanjax.adapters.checkpoints.weights import Weights
 from wanjax.domain.architectures import ARCHITECTURES, without_diffusers_suffix
@@ -40,7 +47,7 @@ from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 TRANSFORMER_CLASS = "WanModel"
 EXPERT_FOLDERS = {"transformer": "high_noise_model", "transformer_2": "low_noise_model"}  # Wan 2.2 A14B
-MODEL_TYPES = ("t2v", "i2v", "ti2v")
+MODEL_TYPES = ("t2v", "i2v", "ti2v", "animate")
 VAE_FILES = {16: "Wan2.1_VAE.pth", 48: "Wan2.2_VAE.pth"}  # by the transformer's latent channels (out_dim)
 T5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 TOKENIZER_FOLDER = "google/umt5-xxl"
@@ -49,6 +56,9 @@ BOUNDARY_RATIO = {"t2v": 0.875, "i2v": 0.9}  # wan/configs: t2v_A14B.boundary, i
 WAN_MODEL_DEFAULTS = dict(
     in_dim=16, dim=2048, ffn_dim=8192, freq_dim=256, out_dim=16, num_heads=16, num_layers=32, eps=1e-6
 )  # WanModel.__init__'s, for a config.json that leaves a key out
+ANIMATE_MODEL_DEFAULTS = dict(
+    WAN_MODEL_DEFAULTS, in_dim=36, dim=5120, ffn_dim=13824, num_heads=40, num_layers=40, model_type="animate"
+)  # WanAnimateModel.__init__'s
 ROPE_POSITIONS = 1024  # WanModel's rope_params(1024, ...)
 
 
@@ -71,7 +81,7 @@ class OfficialCheckpoint:
         self.experts: tuple[str, ...] = tuple(EXPERT_FOLDERS) if two_experts else ("transformer",)
         replaced.check_experts(self.experts, self.root)
         self._configs = {expert: self._transformer_config(expert) for expert in self.experts}
-        types = {config.get("model_type", "t2v") for config in self._configs.values()}
+        types = {_defaults(config).get("model_type", "t2v") for config in self._configs.values()}
         if len(types) != 1 or not types <= set(MODEL_TYPES):
             raise UnsupportedModelError(
                 f"{self.root}: WanModel model_type {sorted(types)}; wanjax runs one of {', '.join(MODEL_TYPES)}"
@@ -140,10 +150,10 @@ class OfficialCheckpoint:
     def _transformer_config(self, expert: str) -> dict[str, Any]:
         path = self.folder(expert) / "config.json"
         config = read_json(path, what="an official Wan transformer folder")
-        if config.get("_class_name") != TRANSFORMER_CLASS:
+        if config.get("_class_name") not in (TRANSFORMER_CLASS, ANIMATE_CLASS):
             raise UnsupportedModelError(
                 f"{path}: _class_name {config.get('_class_name')!r}; an official Wan transformer is a "
-                f"{TRANSFORMER_CLASS}"
+                f"{TRANSFORMER_CLASS} (Wan 2.2 Animate: a {ANIMATE_CLASS})"
             )
         return config
 
@@ -166,7 +176,7 @@ def published_repo_id(transformer: TransformerSpec, vae: VaeSpec, num_experts: i
 def transformer_spec_of(config: Mapping[str, Any], tensors: Mapping[str, np.ndarray], folder: Path) -> TransformerSpec:
     """The architecture of a WanModel from its config.json (WanModel's defaults where a key is
     absent) and the shapes of its tensors under diffusers names (what the config leaves out)."""
-    values = {**WAN_MODEL_DEFAULTS, **config}
+    values = _defaults(config)
     if tuple(values.get("window_size", (-1, -1))) != (-1, -1):
         raise UnsupportedModelError(f"{folder}: window_size={values['window_size']}; wanjax runs global attention only")
     dim, heads = values["dim"], values["num_heads"]
@@ -175,7 +185,8 @@ def transformer_spec_of(config: Mapping[str, Any], tensors: Mapping[str, np.ndar
         raise CheckpointError(f"{folder}: no patch and text embedding weights; is it a Wan transformer?")
     image = shape.get("condition_embedder.image_embedder.norm1.weight")
     positions = shape.get("condition_embedder.image_embedder.pos_embed")
-    return TransformerSpec.from_diffusers_config(
+    animate = animate_spec_of(tensors, str(folder)) if values.get("model_type") == "animate" else None
+    spec = TransformerSpec.from_diffusers_config(
         dict(
             patch_size=shape["patch_embedding.weight"][2:], num_attention_heads=heads,
             attention_head_dim=dim // heads, in_channels=values["in_dim"], out_channels=values["out_dim"],
@@ -187,6 +198,13 @@ def transformer_spec_of(config: Mapping[str, Any], tensors: Mapping[str, np.ndar
             pos_embed_seq_len=positions[1] if positions else None,
         )  # fmt: skip
     )
+    return attrs.evolve(spec, animate=animate)
+
+
+def _defaults(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A transformer config.json with its class's defaults for the keys it leaves out."""
+    defaults = ANIMATE_MODEL_DEFAULTS if config.get("_class_name") == ANIMATE_CLASS else WAN_MODEL_DEFAULTS
+    return {**defaults, **config}
 
 
 _SHAPES_READ = (

@@ -6,14 +6,19 @@ The original checkpoints hold the same tensors in the same torch layouts as diff
 prefix (ComfyUI). The one table of that difference is `adapters/checkpoints/wan_names.py`, which
 LoRA keys in the original style need too; it follows diffusers'
 `convert_wan_transformer_to_diffusers` (including its norm2/norm3 swap: the original
-`norm3` is the affine cross-attention norm diffusers calls `norm2`).
+`norm3` is the affine cross-attention norm diffusers calls `norm2`). Wan 2.2 Animate's
+additions (motion encoder, face encoder, face adapters) have a table of their own,
+`original_animate.py`, some of them read reshaped or split.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import numpy as np
+
+from wanjax.adapters.checkpoints.original_animate import animate_names, is_animate_name
 from wanjax.adapters.checkpoints.weights import ComponentWeights, RenamedWeights
 from wanjax.adapters.checkpoints.wan_names import diffusers_module, diffusers_parameter
 from wanjax.domain.errors import UnsupportedModelError
@@ -59,4 +64,11 @@ def transformer_weights(location: Path) -> ComponentWeights | RenamedWeights:
             f"{location}: a ComfyUI 'scaled fp8' checkpoint; use its fp16/bf16 release instead "
             "(and --set weights_dtype=float8_e4m3fn for fp8 storage)"
         )
-    return RenamedWeights(weights, {name: diffusers_name(name) for name in weights})
+    return diffusers_named(weights)
+
+
+def diffusers_named(weights: Mapping[str, np.ndarray]) -> RenamedWeights:
+    """Original-format transformer tensors (Wan 2.2 Animate's included) under diffusers names."""
+    animate, views = animate_names(weights)
+    rename = {name: diffusers_name(name) for name in weights if not is_animate_name(name)}
+    return RenamedWeights(weights, {**rename, **animate}, views)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -150,47 +150,72 @@ def open_weights(location: Path) -> ComponentWeights | PthWeights:
     return ComponentWeights(location)
 
 
+View = Callable[[np.ndarray], np.ndarray]
+"""A tensor read as another: a reshape, or one part of a fused tensor (a view, never a copy)."""
+
+
 class RenamedWeights(Mapping[str, np.ndarray]):
     """`source` seen under other names (`rename(source name) -> name`), e.g. the original
-    Wan checkpoints' names seen as diffusers names. Keeps `TensorFiles` working, and
-    error messages show both names."""
+    Wan checkpoints' names seen as diffusers names, plus tensors `views` derives from source
+    tensors (name -> (source name, view): a bias stored [1, C, 1, 1] read as [C], a fused K/V
+    projection read as its K and V halves). A source tensor neither renames nor views is left
+    out. Keeps `TensorFiles` working, and error messages show both names."""
 
-    def __init__(self, source: ComponentWeights | PthWeights, rename: dict[str, str]) -> None:
+    def __init__(
+        self,
+        source: Mapping[str, np.ndarray],
+        rename: dict[str, str],
+        views: Mapping[str, tuple[str, View]] | None = None,
+    ) -> None:
         self._source = source
         self._original: dict[str, str] = {}
-        for old, new in rename.items():
+        self._views = dict(views or {})
+        named = [*rename.items(), *((old, new) for new, (old, _) in self._views.items())]
+        for old, new in named:
             if new in self._original:
                 raise CheckpointError(
-                    f"{source.locate(old)} and {self._original[new]!r} both map to {new!r}; "
+                    f"{_locate(source, old)} and {self._original[new]!r} both map to {new!r}; "
                     "is this a Wan checkpoint?"
                 )
             self._original[new] = old
 
     def locate(self, name: str) -> str:
         original = self._original.get(name, name)
-        where = self._source.locate(original)
+        where = _locate(self._source, original)
         return where if original == name else f"{where} (read as {name!r})"
 
     def release(self, name: str) -> None:
-        self._source.release(self._original[name])
+        if isinstance(self._source, TensorFiles):
+            self._source.release(self._original[name])
 
     def identity(self) -> tuple[FileIdentity, ...]:
-        return self._source.identity()
+        return self._source.identity() if isinstance(self._source, TensorFiles) else ()
 
     def byte_offset(self, name: str) -> tuple[str, int]:
-        return self._source.byte_offset(self._original[name])
+        if isinstance(self._source, TensorFiles):
+            return self._source.byte_offset(self._original[name])
+        return "", 0
 
     def parameter_count(self) -> int:
-        return self._source.parameter_count()
+        """From the source's headers where it has them (nothing is read), else from the shapes."""
+        if isinstance(self._source, (ComponentWeights, PthWeights)):
+            return self._source.parameter_count()
+        return sum(math.prod(self[name].shape) for name in self)
 
     def __getitem__(self, name: str) -> np.ndarray:
-        return self._source[self._original[name]]
+        tensor = self._source[self._original[name]]
+        view = self._views.get(name)
+        return tensor if view is None else view[1](tensor)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._original)
 
     def __len__(self) -> int:
         return len(self._original)
+
+
+def _locate(tensors: Mapping[str, np.ndarray], name: str) -> str:
+    return tensors.locate(name) if isinstance(tensors, TensorFiles) else repr(name)
 
 
 Weights = ComponentWeights | PthWeights | RenamedWeights

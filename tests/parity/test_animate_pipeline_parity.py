@@ -16,6 +16,8 @@ import pytest
 import torch
 from PIL import Image
 
+from segment_noise import NoiseInTurn
+
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import InvalidRequestError
@@ -42,23 +44,6 @@ def videos():
     )  # fmt: skip
 
 
-class DiffusersNoise:
-    """The real denoiser, but its noise for seeds SEED, SEED + 1 is diffusers' two segments' draws."""
-
-    def __init__(self, denoiser):
-        self._denoiser = denoiser
-        generator = torch.Generator().manual_seed(SEED)
-        draws = [torch.randn(SEGMENT_LATENTS, generator=generator).numpy() for _ in range(2)]
-        self._noise = {SEED + k: draw.transpose(0, 2, 3, 4, 1) for k, draw in enumerate(draws)}  # ours: [B, F, H, W, C]
-
-    def noise(self, seed, shape):
-        assert tuple(shape) == self._noise[seed].shape
-        return self._noise[seed]
-
-    def __getattr__(self, name):
-        return getattr(self._denoiser, name)
-
-
 @pytest.fixture(scope="module")
 def service(folder):
     from dependency_injector import providers
@@ -66,7 +51,8 @@ def service(folder):
     settings = {"dtype": "float32", "sigma_schedule": "diffusers", "max_sequence_length": "512"}
     config = resolve_config(str(folder), settings)
     container = build_container(config)
-    container.denoiser.override(providers.Object(DiffusersNoise(container.denoiser())))
+    noise = NoiseInTurn(container.denoiser(), SEED, SEGMENT_LATENTS[1:], segments=2)  # diffusers' draws
+    container.denoiser.override(providers.Object(noise))
     return config, container.service()
 
 

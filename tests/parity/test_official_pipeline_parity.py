@@ -26,10 +26,10 @@ import pytest
 import torch
 from PIL import Image
 
-from official_folders import TEXT_LEN, official_models, write_official_folder
+from official_folders import TEXT_LEN, RecordingVae, official_models, official_text_encoder, write_official_folder
 from official_wan import official_pipeline
 
-from wanjax.adapters.checkpoints.official_folder import BOUNDARY_RATIO, TOKENIZER_FOLDER
+from wanjax.adapters.checkpoints.official_folder import BOUNDARY_RATIO
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.plan import HIGH_NOISE, plan_sampling
@@ -42,49 +42,13 @@ GUIDANCE = {"high": 4.0, "low": 3.0}
 LATENT_TOLERANCE = 1e-4  # of max |latent|
 
 
-def _official_text_encoder(models, folder):
-    """The official T5EncoderModel around the tiny encoder (its __init__ would build umt5-xxl)."""
-    from wan.modules.t5 import T5EncoderModel
-    from wan.modules.tokenizers import HuggingfaceTokenizer
-
-    encoder = object.__new__(T5EncoderModel)
-    encoder.text_len, encoder.dtype, encoder.device = TEXT_LEN, torch.float32, torch.device("cpu")
-    encoder.model = models.t5
-    encoder.tokenizer = HuggingfaceTokenizer(name=str(folder / TOKENIZER_FOLDER), seq_len=TEXT_LEN, clean="whitespace")
-    return encoder
-
-
-class _RecordingVae:
-    """The official Wan2_1_VAE / Wan2_2_VAE around the tiny WanVAE_ (their __init__ loads the
-    released size), with the released latent statistics; records the latents it decodes."""
-
-    def __init__(self, models) -> None:
-        from wan.modules.vae2_1 import Wan2_1_VAE
-        from wan.modules.vae2_2 import Wan2_2_VAE
-
-        from wanjax.adapters.checkpoints.original_vae import LATENT_STATISTICS
-
-        vae = object.__new__(Wan2_2_VAE if models.kind.vae22 else Wan2_1_VAE)
-        vae.dtype, vae.device, vae.model = torch.float32, torch.device("cpu"), models.vae
-        vae.mean, vae.std = (torch.tensor(values) for values in LATENT_STATISTICS[models.vae.z_dim])
-        vae.scale = [vae.mean, 1.0 / vae.std]
-        self._vae, self.model, self.decoded = vae, vae.model, []
-
-    def encode(self, videos):
-        return self._vae.encode(videos)
-
-    def decode(self, zs):
-        self.decoded.append(zs[0].numpy().copy())
-        return self._vae.decode(zs)
-
-
 @attrs.frozen
 class _Setup:
     """One kind's official modules and folder, the official pipeline and wanjax's service on them."""
 
     models: object
     official: object
-    vae: _RecordingVae
+    vae: RecordingVae
     config: object
     service: object
 
@@ -98,11 +62,11 @@ def _setup(kind: str, folder) -> _Setup:
         experts.update(boundary=BOUNDARY_RATIO[models.kind.model_type])
     else:
         experts = dict(model=models.experts[0])
-    vae = _RecordingVae(models)
+    vae = RecordingVae(models)
     official = official_pipeline(
         PIPELINES[kind], **experts, num_train_timesteps=1000, param_dtype=torch.float32,
         vae_stride=(4, compression, compression), patch_size=(1, 2, 2), sample_neg_prompt="",
-        text_encoder=_official_text_encoder(models, folder), vae=vae,
+        text_encoder=official_text_encoder(models, folder), vae=vae,
     )  # fmt: skip
     config = resolve_config(str(folder), {"max_sequence_length": str(TEXT_LEN), "text_embeddings_cache_dir": "none"})
     return _Setup(models, official, vae, config, build_container(config).service())

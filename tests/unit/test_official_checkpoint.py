@@ -60,6 +60,7 @@ def copy_of(folders, tmp_path):
         ("i2v", 1, None, ImageConditioning.CHANNELS),
         ("i2v-a14b", 2, 0.9, ImageConditioning.CHANNELS),
         ("ti2v", 1, None, ImageConditioning.FIRST_FRAME),
+        ("animate", 1, None, ImageConditioning.CHANNELS),
     ],
 )
 def test_each_layout_opens_with_its_architecture(folders, kind, experts, boundary, conditioning) -> None:
@@ -72,6 +73,7 @@ def test_each_layout_opens_with_its_architecture(folders, kind, experts, boundar
     spec = checkpoint.transformer_spec
     assert (spec.num_attention_heads, spec.attention_head_dim, spec.text_dim, spec.patch_size) == (2, 12, 32, (1, 2, 2))
     assert spec.in_channels == KINDS[kind].in_dim and spec.uses_image_embeddings == KINDS[kind].clip
+    assert spec.is_animate == KINDS[kind].animate
     assert checkpoint.vae_spec.z_dim == (48 if KINDS[kind].vae22 else 16)
     assert (checkpoint.image_encoder_files() is not None) == KINDS[kind].clip
     assert checkpoint.repo_id is None  # no Wan-AI repo has this toy architecture
@@ -272,3 +274,40 @@ def test_experts_of_different_architectures_are_refused_by_both_layouts() -> Non
     assert shared_architecture({"high/": high, "low/": high}) == high
     with pytest.raises(UnsupportedModelError, match="high/ and low/ have different architectures"):
         shared_architecture({"high/": high, "low/": low})
+
+
+def test_the_released_animate_model_maps_onto_diffusers_and_its_architecture() -> None:
+    """Wan2.2-Animate-14B's WanAnimateModel at its real size (meta device): every official tensor
+    (blur kernels aside) lands on a diffusers WanAnimateTransformer3DModel name with its shape,
+    and the config and shapes read as the published architecture and repo."""
+    from diffusers import WanAnimateTransformer3DModel
+
+    from official_wan import official_animate
+    from wanjax.adapters.checkpoints.original_names import diffusers_named
+
+    official_animate()
+    from wan.modules.animate.model_animate import WanAnimateModel
+
+    with torch.device("meta"):
+        official = WanAnimateModel()
+        diffusers = WanAnimateTransformer3DModel(added_kv_proj_dim=5120)  # the published config's
+    shapes = {name: tuple(tensor.shape) for name, tensor in official.state_dict().items()}
+    renamed = diffusers_named(_shapes_only(shapes))
+    expected = {name: tuple(tensor.shape) for name, tensor in diffusers.state_dict().items()}
+    assert {name: renamed[name].shape for name in renamed} == expected
+
+    root = Path("/data/Wan2.2-Animate-14B")
+    config = {"_class_name": "WanAnimateModel", **official.config}
+    spec = transformer_spec_of(config, renamed, root)
+    assert spec == ARCHITECTURES["Wan-AI/Wan2.2-Animate-14B-Diffusers"].transformer
+    assert published_repo_id(spec, WAN21_VAE, 1, root) == "Wan-AI/Wan2.2-Animate-14B"
+
+
+def test_an_animate_model_without_its_motion_encoder_is_named(tmp_path) -> None:
+    shapes = {
+        "patch_embedding.weight": (24, 36, 1, 2, 2), "condition_embedder.text_embedder.linear_1.weight": (24, 32),
+        "face_encoder.conv1_local.weight": (4096, 512, 3), "face_encoder.conv2.weight": (1024, 1024, 3),
+    }  # fmt: skip
+    config = {"_class_name": "WanAnimateModel", "dim": 24, "num_heads": 2, "num_layers": 5}
+    with pytest.raises(CheckpointError, match=r"an Animate transformer without \['motion_encoder.conv_in.weight'"):
+        transformer_spec_of(config, _shapes_only(shapes), tmp_path)
