@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.adapters.media.mode_inputs import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.domain.batch import shared_request
@@ -305,7 +306,8 @@ class GenerationService:
 
         run = ModeRun(
             requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
-            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, span=trace.span,
+            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, stretch=stretched,
+            span=trace.span,
         )  # fmt: skip
         generated = mode.generate(run)
         report = generated.cache_report

@@ -155,7 +155,10 @@ class ModeRun:
       geometry, under the request's LoRAs, compiled as needed (conditioning of one row: it is
       repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
       progress counts as those of one run;
-    decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents."""
+    decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents;
+    stretch(frames, height, width): uint8 frames [F, H, W, 3] stretched to height x width as the
+      input readers fit a video to the request's size (Lanczos; the frames themselves where they
+      fit), for an input whose size only the model knows."""
 
     requests: Sequence[GenerationRequest]
     request: GenerationRequest
@@ -166,6 +169,7 @@ class ModeRun:
     noise: Any
     denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
+    stretch: Callable[[np.ndarray, int, int], np.ndarray]
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
 

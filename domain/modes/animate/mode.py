@@ -8,9 +8,10 @@ hold, per latent frame, a 4-slot mask and the VAE latents of a conditioning vide
 character for frame 0 (mask all 1), and for the segment the previous segment's last P
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
-video's latents and the face video go to the transformer as `Conditioning.pose` and `.face`.
-Each segment is decoded; its last P frames, unrounded, condition the next, and its new frames
-are kept. Segment k starts from the noise of seed + k (segment 0: the run's noise).
+video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
+go to the transformer as `Conditioning.pose` and `.face`. Each segment is decoded; its last P
+frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
+noise of seed + k (segment 0: the run's noise).
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ INPUTS = (
     InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
                help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
     InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
-               help="Wan Animate: the cropped face video, at the model's face size (512x512 for Animate-14B)"),
+               help="Wan Animate: the cropped face video, stretched to the model's face size (512x512 for "
+                    "Animate-14B) where it differs"),
     InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
                http="background_video",
                help="Wan Animate replacement: the video to put the character into (with --mask)"),
@@ -78,17 +80,9 @@ class Animate(GenerationMode):
                 "Animate model; this model has no Animate blocks: use one (e.g. --model wan2.2-animate-14b) or "
                 "drop them"
             )
-        face = request.input("face_video")
-        if face is None:
+        if request.input("face_video") is None:
             raise InvalidRequestError(
                 "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
-            )
-        size = model.transformer.animate.motion_encoder_size
-        if face.shape[1:3] != (size, size):
-            height, width = face.shape[1:3]
-            raise InvalidRequestError(
-                f"face_video: its frames are {width}x{height}; this model reads faces of {size}x{size} (crop and "
-                "resize them as Wan Animate's preprocessing does)"
             )
 
     def check_request(self, request: GenerationRequest) -> None:
@@ -141,6 +135,8 @@ class Animate(GenerationMode):
         segments = self.segments(given.pose, request)
         temporal = run.model.vae.temporal_compression
         with run.span("conditioning"):
+            face_size = run.model.transformer.animate.motion_encoder_size
+            given = attrs.evolve(given, face=run.stretch(given.face, face_size, face_size))  # as diffusers resizes it
             videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
             reference = np.asarray(parts.autoencoder.encode_image(request.image, *size, num_frames=1))
