@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.adapters.media.mode_inputs import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.domain.batch import shared_request
@@ -285,17 +286,20 @@ class GenerationService:
             else:
                 noise = geometry.from_diffusers_layout(initial_latents)
 
+        held_loras, holding = ExitStack(), False  # the request's LoRAs, from the first denoise to the run's end
+
         def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
+            nonlocal holding
             conditioning = _repeated(conditioning, len(requests))
             steps = None if on_step is None else _spanning(on_step, *part)
-            with ExitStack() as applied:
-                if model.lora_switch is not None:
-                    with trace.span("loras"):  # a switch to other LoRAs merges them here
-                        applied.enter_context(model.lora_switch.applied(loras))
-                with trace.span("compile"):
-                    model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
-                with trace.span("denoise"):
-                    return model.denoiser.denoise(latents, plan, context, negative_context, steps, conditioning)
+            if model.lora_switch is not None and not holding:
+                with trace.span("loras"):  # a switch to other LoRAs merges them here
+                    held_loras.enter_context(model.lora_switch.applied(loras))
+                holding = True
+            with trace.span("compile"):
+                model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
+            with trace.span("denoise"):
+                return model.denoiser.denoise(latents, plan, context, negative_context, steps, conditioning)
 
         def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):
@@ -305,9 +309,11 @@ class GenerationService:
 
         run = ModeRun(
             requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
-            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, span=trace.span,
+            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, stretch=stretched,
+            span=trace.span,
         )  # fmt: skip
-        generated = mode.generate(run)
+        with held_loras:
+            generated = mode.generate(run)
         report = generated.cache_report
         calibration = None
         if request.cache.magcache_calibration:

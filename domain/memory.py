@@ -165,7 +165,8 @@ class MemoryPlan:
 
 
 def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
-    """(all parameters, those of the blocks' matmul kernels) of one expert, as diffusers counts them."""
+    """(all parameters, those of the matmul kernels fp8 storage stores: the blocks', and an Animate
+    model's face adapters') of one expert, as diffusers counts them."""
     d, f = spec.inner_dim, spec.ffn_dim
     p = math.prod(spec.patch_size)
     linear = lambda n_in, n_out: n_in * n_out + n_out
@@ -183,6 +184,7 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
         hints = len(spec.vace_layers)
         total += linear(p * spec.vace_in_channels, d) + linear(d, d) + hints * (block + linear(d, d))
         block_kernels += hints * (kernels + d * d)
+    block_kernels += spec.face_adapter_count * 4 * d * d  # Animate's face adapters: q, k, v, out (fp8 too)
     return total + animate_parameters(spec), block_kernels
 
 

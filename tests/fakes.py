@@ -69,10 +69,12 @@ class FakeAutoencoder:
         return np.zeros((b, (f - 1) * 4 + 1, h * 8, w * 8, 3), np.uint8)
 
 
-def fake_service(build_denoiser, *, image_conditioning=None, max_sequence_length: int = 5, lora_check=None):
+def fake_service(
+    build_denoiser, *, image_conditioning=None, max_sequence_length: int = 5, lora_check=None, lora_switch=None
+):
     """A GenerationService over the fakes, its denoiser built by `build_denoiser()`; a text-to-video
     model unless `image_conditioning` says otherwise; requests may carry LoRAs where `lora_check`
-    (called with each request's LoRAs per expert) is given."""
+    (called with each request's LoRAs per expert) is given; runs apply them with `lora_switch`."""
     from wanjax.application.service import GenerationService, ModelComponents
     from wanjax.domain.conditioning import ImageConditioning
     from wanjax.domain.settings import TextEncoderSettings
@@ -82,5 +84,6 @@ def fake_service(build_denoiser, *, image_conditioning=None, max_sequence_length
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), num_experts=1, boundary_ratio=None,
         image_conditioning=image_conditioning or ImageConditioning.NONE, text_encoder=FakeTextEncoder,
         denoiser=build_denoiser, autoencoder=FakeAutoencoder, image_encoder=lambda: None, lora_check=lora_check,
+        lora_switch=lambda: lora_switch,
     )  # fmt: skip
     return GenerationService(components, TextEncoderSettings(max_sequence_length=max_sequence_length))

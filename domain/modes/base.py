@@ -152,10 +152,14 @@ class ModeRun:
       `parts.denoiser.noise(seed, shape)`); request: what they share;
     noise: the batch's starting noise [B, F', H', W', C] (a device array where the denoiser made it);
     denoise(latents, conditioning, part=(0, 1)): the denoiser's run of `plan` over latents of this
-      geometry, under the request's LoRAs, compiled as needed (conditioning of one row: it is
-      repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
+      geometry, under the request's LoRAs (applied at the first call and held until the run ends,
+      so the runs of a mode's loop share one switch), compiled as needed (conditioning of one row:
+      it is repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
       progress counts as those of one run;
-    decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents."""
+    decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents;
+    stretch(frames, height, width): uint8 frames [F, H, W, 3] stretched to height x width as the
+      input readers fit a video to the request's size (Lanczos; the frames themselves where they
+      fit), for an input whose size only the model knows."""
 
     requests: Sequence[GenerationRequest]
     request: GenerationRequest
@@ -166,6 +170,7 @@ class ModeRun:
     noise: Any
     denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
+    stretch: Callable[[np.ndarray, int, int], np.ndarray]
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
 

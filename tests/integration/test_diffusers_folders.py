@@ -111,9 +111,9 @@ def _inputs(pipeline, folder):
         return ["--image", str(folder / "first.png")]
     if pipeline in ("WanVideoToVideoPipeline", "WanVACEPipeline"):
         return ["--video", str(_frame_folder(folder / "video", frames))]
-    if pipeline == "WanAnimatePipeline":  # one segment of 5 frames
+    if pipeline == "WanAnimatePipeline":  # one segment of 5 frames; the face video stretched to 16x16
         Image.fromarray(frames[0]).save(folder / "character.png")
-        pose, face = _frame_folder(folder / "pose", frames), _frame_folder(folder / "face", frames[:, :16, :16])
+        pose, face = _frame_folder(folder / "pose", frames), _frame_folder(folder / "face", frames[:, :24, :20])
         return ["--image", str(folder / "character.png"), "--pose-video", str(pose), "--face-video", str(face),
                 "--set", "segment_frame_length=5"]  # fmt: skip
     return []

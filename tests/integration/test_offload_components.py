@@ -34,3 +34,14 @@ def test_components_make_the_same_video_with_the_weights_in_host_memory():
     (params,) = container.denoiser().program.params
     assert {a.sharding.memory_kind for a in jax.tree.leaves(params)} == {HOST_MEMORY}
     assert container.denoiser().program.expert_at_work is None  # nothing left on the device
+
+
+def test_the_unrounded_decode_brings_the_vae_from_host_memory(tiny_animate_checkpoint):
+    """Wan Animate decodes each segment unrounded (`decode_to_unit`, the next segment's
+    conditioning): under `offload=components` that decode also puts the VAE on the device first."""
+    latents = np.random.default_rng(0).standard_normal((1, 2, 4, 6, 16), dtype=np.float32)
+    units = []
+    for offload in ("none", "components"):
+        config = resolve_config(str(tiny_animate_checkpoint), {"dtype": "float32", "offload": offload})
+        units.append(np.asarray(build_container(config).autoencoder().decode_to_unit(latents)))
+    np.testing.assert_array_equal(*units)

@@ -5,7 +5,8 @@ The 8-device process (tests/eight_devices.py; the device count is fixed at JAX s
 a random fp32 model once, places its weights on each mesh with the sharded placement (on one
 mesh, then saved to and restored from the converted-weights cache), checks each placed array's
 sharding and bytes, runs the same forward, and reports the error and the compiled program's
-collectives as JSON.
+collectives as JSON. An Animate model (pose latents, a face video through the motion and face
+encoders, a face adapter after its block) runs the same way on one mesh of fsdp, tensor and context.
 """
 
 from __future__ import annotations
@@ -112,6 +113,80 @@ def measure(cache_folder: str) -> dict:
     return results
 
 
+ANIMATE_MESH = (1, 2, 2, 2)
+"""2 fsdp x 2 tensor x 2 context, ulysses: the face adapters' weights split over fsdp x tensor, their
+per-frame attention over tokens split by context (3 frames of 16 tokens in 2 shards of 24: the split
+crosses a frame). One mesh of all three, one compilation."""
+ANIMATE_PARTS = {
+    "face_adapter_to_q": ("animate", "face_adapter", "to_q", "kernel"),
+    "motion_encoder_conv_in": ("animate", "motion_encoder", "conv_in", "kernel"),
+    "pose_patch_embedding": ("animate", "pose_patch_embedding", "kernel"),
+}
+
+
+def _animate_forward(model, latents, timestep, context, image_context, pose, faces):
+    animate = model.animate_inputs(pose, faces, latents.shape)
+    return model(latents, timestep, context, image_context=image_context, animate=animate)
+
+
+def measure_animate() -> dict:
+    """An Animate forward on ANIMATE_MESH against one device's; one shard's shape of ANIMATE_PARTS'
+    weights."""
+    import jax
+    import jax.numpy as jnp
+
+    from wanjax.adapters.jax.attention.context_parallel import UlyssesAttention
+    from wanjax.adapters.jax.loading.placement import ShardedPlacement
+    from wanjax.adapters.jax.sharding.activations import ActivationSharding
+    from wanjax.adapters.jax.sharding.mesh import build_mesh
+    from wanjax.adapters.jax.sharding.rules import parameter_shardings
+    from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+    from wanjax.adapters.jax.transformer.weights import abstract_transformer, set_parameters, storage_layout
+    from wanjax.domain.sharding import DEFAULT_RULES, MESH_AXES, MeshShape
+    from wanjax.domain.specs import AnimateSpec, TransformerSpec
+
+    spec = TransformerSpec(
+        num_attention_heads=HEADS, attention_head_dim=HEAD_DIM, ffn_dim=128, num_layers=1, text_dim=32, freq_dim=32,
+        rope_max_seq_len=32, in_channels=36, image_dim=20, added_kv_proj_dim=DIM, animate=AnimateSpec(
+            motion_encoder_channel_sizes={"4": 8, "8": 8}, motion_encoder_size=8, motion_style_dim=8,
+            motion_dim=4, motion_encoder_dim=8, face_encoder_hidden_dim=8, face_encoder_num_heads=2,
+            inject_face_latents_blocks=1,
+        ),
+    )  # fmt: skip
+    fp32 = TransformerRuntime(dtype=jnp.float32, param_dtype=jnp.float32)
+    rng = np.random.default_rng(0)
+    # Uniform weights of variance 1 / fan-in made on the host: the modules' own initialisers took
+    # longer to run eagerly, or to compile, than the rest of this together.
+    host = {
+        path: (rng.uniform(-1, 1, s.shape) * (3 / (s.shape[-2] if len(s.shape) > 1 else 1)) ** 0.5).astype(np.float32)
+        for path, s in storage_layout(abstract_transformer(spec, fp32)).items()
+    }  # fmt: skip
+    reference_model = set_parameters(abstract_transformer(spec, fp32), host)
+    batch = 2
+    inputs = (
+        rng.standard_normal((batch, 3, 8, 8, 36), dtype=np.float32),  # latents: the reference frame, then 2
+        np.array([900.0, 300.0], np.float32),  # timestep
+        rng.standard_normal((batch, 7, 32), dtype=np.float32),  # context
+        rng.standard_normal((batch, 5, 20), dtype=np.float32),  # image context
+        rng.standard_normal((batch, 2, 8, 8, 16), dtype=np.float32),  # pose latents
+        rng.uniform(-1, 1, (batch, 5, 8, 8, 3)).astype(np.float32),  # faces: 4 * 2 - 3 frames
+    )
+    reference = np.asarray(jax.jit(_animate_forward)(reference_model, *inputs))
+    mesh = build_mesh(MeshShape(**dict(zip(MESH_AXES, ANIMATE_MESH))))
+    runtime = TransformerRuntime(
+        dtype=jnp.float32, param_dtype=jnp.float32, self_attention=UlyssesAttention(mesh),
+        activation_sharding=ActivationSharding(mesh, DEFAULT_RULES),
+    )  # fmt: skip
+    model = abstract_transformer(spec, runtime)
+    placed = ShardedPlacement(parameter_shardings(model, mesh, DEFAULT_RULES), min_bytes=1024).put_all(host)
+    out = np.asarray(jax.jit(_animate_forward)(set_parameters(model, placed), *inputs))
+    return {
+        "relative_error": float(np.abs(out - reference).max() / np.abs(reference).max()),
+        "shards": {part: list(placed[path].addressable_shards[0].data.shape) for part, path in ANIMATE_PARTS.items()},
+        "shapes": {part: list(placed[path].shape) for part, path in ANIMATE_PARTS.items()},
+    }
+
+
 # ---- the tests ------------------------------------------------------------------------------
 
 
@@ -180,3 +255,21 @@ def test_fsdp_and_tensor_split_each_weight_eight_ways(results: dict) -> None:
 def test_context_and_tensor_all_reduce_token_shards(results: dict) -> None:
     reduced = _shapes(results["4 context x 2 tensor, ulysses"], "all-reduce")
     assert f"f32[{BATCH},{TOKENS // 4},{DIM}]" in reduced
+
+
+@pytest.fixture(scope="module")
+def animate_results(eight_devices) -> dict:
+    return eight_devices.call(__file__, "measure_animate")
+
+
+def test_animate_forward_equals_one_device(animate_results: dict) -> None:
+    assert animate_results["relative_error"] <= RELATIVE_TOLERANCE
+
+
+def test_animate_face_adapters_split_like_blocks_and_its_encoders_stay_whole(animate_results: dict) -> None:
+    shards, shapes = animate_results["shards"], animate_results["shapes"]
+    # The adapters' stacked [A, D, D] q kernel split as a block's (D over fsdp, the heads' D over
+    # tensor); the motion encoder whole on every device; the pose embedding's D over fsdp.
+    assert shards["face_adapter_to_q"] == [1, DIM // 2, DIM // 2]
+    assert shards["motion_encoder_conv_in"] == shapes["motion_encoder_conv_in"]
+    assert shards["pose_patch_embedding"][-1] == DIM // 2

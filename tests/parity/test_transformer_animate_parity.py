@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from flax import nnx
@@ -22,6 +23,9 @@ from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import TransformerSpec
 
 RELATIVE_TOLERANCE = 1e-5
+FP8_RELATIVE_TOLERANCE = 5e-2
+"""tests/integration/test_fp8_weights.py's bound for fp8 storage against fp32: e4m3 keeps 3 mantissa
+bits (~6% per weight)."""
 TEXT_TOKENS = 512
 CONFIG = dict(
     num_attention_heads=2, attention_head_dim=8, in_channels=12, latent_channels=4, out_channels=4, text_dim=4,
@@ -78,17 +82,33 @@ def test_spec_reads_the_animate_config(case: Case) -> None:
 def test_matches_diffusers(case: Case, scan_layers: bool) -> None:
     """Scanned layers reading the KV cache, looped layers computing their K/V from the context."""
     model = load_transformer(case.spec, runtime(scan_layers), case.saved.tensors)
+    assert_close(_forward(model, case, kv_cache=scan_layers), case.reference, RELATIVE_TOLERANCE)
+
+
+def test_fp8_storage_stays_near_float32(case: Case) -> None:
+    """Loaded with fp8 kernels (the blocks' and the face adapters'; the motion and face encoders
+    keep the compute dtype) and bf16 compute, against diffusers' fp32 output within
+    FP8_RELATIVE_TOLERANCE."""
+    model = load_transformer(case.spec, runtime(True, jnp.bfloat16), case.saved.tensors, kernel_dtype=jnp.float8_e4m3fn)
+    dtypes = {tuple(path): p.get_value().dtype for path, p in nnx.iter_graph(model) if isinstance(p, nnx.Param)}
+    assert dtypes[("animate", "face_adapter", "to_q", "kernel")] == jnp.float8_e4m3fn
+    assert dtypes[("animate", "motion_encoder", "conv_in", "kernel")] == jnp.bfloat16
+    assert_close(_forward(model, case, kv_cache=True), case.reference, FP8_RELATIVE_TOLERANCE)
+
+
+def _forward(model, case: Case, *, kv_cache: bool) -> np.ndarray:
+    """The model on the case's inputs: from the KV cache, or computing its K/V from the context."""
 
     @nnx.jit
     def forward(model, latents, timestep, context, image_context, pose, faces):
         animate = model.animate_inputs(pose, faces, latents.shape)
-        if scan_layers:
+        if kv_cache:
             cache = model.cross_attention_kv(context, image_context)
             return model(latents, timestep, cache=cache, animate=animate)
         return model(latents, timestep, context, image_context=image_context, animate=animate)
 
-    out = forward(model, case.latents, case.timestep, case.context, case.image_context, case.pose, case.faces)
-    assert_close(np.asarray(out), case.reference, RELATIVE_TOLERANCE)
+    inputs = (case.latents, case.timestep, case.context, case.image_context, case.pose, case.faces)
+    return np.asarray(forward(model, *inputs))
 
 
 def test_export_inverts_load(case: Case) -> None:

@@ -2,6 +2,7 @@
 fields are the request's, and that a new mode plugs in by its line in the table alone (its
 inputs on the request, its CLI flag, its own generation loop)."""
 
+from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -146,6 +147,37 @@ def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
     noise = np.random.default_rng(3).standard_normal((1, 3, 4, 6, 16)).astype(np.float32)
     np.testing.assert_allclose(second.first_frame, noise[:, -1:] * 3)  # the first pass's 3 steps
     assert result.array.shape == (1, 18, 32, 48, 3)  # two decoded passes of 9 frames
+
+
+class HoldingSwitch:
+    """A LoRA switch that counts its entries and says whether a run holds it."""
+
+    def __init__(self) -> None:
+        self.entered, self.held = 0, False
+
+    @contextmanager
+    def applied(self, loras):
+        self.entered, self.held = self.entered + 1, True
+        try:
+            yield
+        finally:
+            self.held = False
+
+
+def test_a_modes_loop_runs_under_one_lora_switch(with_two_segments):
+    """The request's LoRAs are per request: the loop's denoising passes share one switch, held
+    from the first until the mode's loop ends."""
+    switch = HoldingSwitch()
+
+    class Denoiser(FakeDenoiser):
+        def denoise(self, *args, **kwargs):
+            assert switch.held
+            return super().denoise(*args, **kwargs)
+
+    denoiser = Denoiser()
+    service = fake_service(lambda: denoiser, lora_check=lambda loras: None, lora_switch=switch)
+    service.generate(CONFIG.request("a fox", inputs={"sketch_video": VIDEO}))
+    assert len(denoiser.plans) == 2 and switch.entered == 1 and not switch.held
 
 
 def test_a_registered_modes_input_is_a_cli_flag(with_two_segments, capsys):

@@ -114,3 +114,16 @@ def test_vace_blocks_split_as_the_base_blocks(scan_layers: bool) -> None:
     assert shardings[("vace", "proj_in", "kernel")].spec == PartitionSpec("fsdp")
     layout = storage_layout(model, jnp.float8_e4m3fn)
     assert all(layout[p].dtype == jnp.float8_e4m3fn for p in kernels)
+
+
+def test_fp8_storage_takes_the_animate_face_adapters_and_leaves_its_encoders() -> None:
+    """Wan 2.2 Animate-14B: the face adapters' q, k, v and out kernels (0.84B parameters) stored in
+    fp8 as the blocks' are; its motion and face encoders and pose patch embedding (an embedder)
+    keep the model's dtype (adapters/jax/transformer/weights.py, `_KERNEL_STACKS`)."""
+    layout = storage_layout(abstract_model("2.2-Animate-14B"), jnp.float8_e4m3fn)
+    animate = {path: s for path, s in layout.items() if path[0] == "animate"}
+    fp8 = {path for path, s in animate.items() if s.dtype == jnp.float8_e4m3fn}
+    assert fp8 == {("animate", "face_adapter", name, "kernel") for name in ("to_q", "to_k", "to_v", "to_out")}
+    assert sum(math.prod(animate[path].shape) for path in fp8) == 8 * 4 * 5120 * 5120
+    kept = {s.dtype for path, s in animate.items() if path not in fp8}
+    assert kept <= {jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float32)}

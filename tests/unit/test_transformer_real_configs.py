@@ -12,7 +12,7 @@ from flax import nnx
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-from wanjax.adapters.jax.transformer.weights import transformer_weight_shapes
+from wanjax.adapters.jax.transformer.weights import storage_layout, transformer_weight_shapes
 from wanjax.adapters.torch.diffusers_bench import diffusers_config, transformer_class
 from wanjax.domain.architectures import (
     WAN21_FLF2V_14B,
@@ -64,5 +64,7 @@ def test_matches_diffusers_parameters(name: str, scan_layers: bool) -> None:
     assert ours == sum(p.numel() for p in reference.parameters())
     assert round(ours / 1e9, 3) == BILLIONS[name]
     assert transformer_parameters(spec)[0] == ours  # the memory plan's count, from the spec alone
+    fp8 = [s.shape for s in storage_layout(model, jnp.float8_e4m3fn).values() if s.dtype == jnp.float8_e4m3fn]
+    assert transformer_parameters(spec)[1] == sum(map(math.prod, fp8))  # and of what fp8 storage stores
     expected = {name: tuple(t.shape) for name, t in reference.state_dict().items()}
     assert transformer_weight_shapes(model) == expected

@@ -101,19 +101,29 @@ def abstract_transformer(spec: TransformerSpec, runtime: TransformerRuntime) -> 
     return nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
 
 
+_KERNEL_STACKS = ("blocks", "face_adapter")
+"""The layer stacks whose matmul kernels `kernel_dtype` stores: the blocks (and VACE blocks), nearly
+all the bytes, and Wan Animate's face adapters (four D x D projections after every fifth block: 0.84B
+parameters at Animate-14B, 1.7 GB in bf16). Animate's motion and face encoders (41M parameters,
+convolutions run once per segment on the face video) and its pose patch embedding (an embedder,
+as the patch embedding) keep the model's dtype: fp8 would save 40 MB there and cost accuracy in
+what every face adapter reads."""
+
+
 def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None) -> dict[Path, jax.ShapeDtypeStruct]:
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
-    that `kernel_dtype` (fp8) stores the blocks' (and VACE blocks') matmul kernels, which hold nearly all the
-    bytes; the layers cast them to the compute dtype as they use them. Embedders, the
-    output projection, biases and norms keep the model's dtype.
+    that `kernel_dtype` (fp8) stores the matmul kernels of `_KERNEL_STACKS`; the layers cast
+    them to the compute dtype as they use them. Embedders, the output projection, biases and
+    norms keep the model's dtype.
     """
     layout = {}
     for path, param in _params(model, parameter_slots(model)).items():
         abstract = param.get_value()
         dtype = abstract.dtype
-        if kernel_dtype is not None and "blocks" in path and path[-1] == "kernel" and dtype != jnp.float32:
+        stacked = any(name in path for name in _KERNEL_STACKS)
+        if kernel_dtype is not None and stacked and path[-1] == "kernel" and dtype != jnp.float32:
             dtype = jnp.dtype(kernel_dtype)
         layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)
     return layout

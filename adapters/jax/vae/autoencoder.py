@@ -92,7 +92,7 @@ class JaxVideoAutoencoder:
         return self._decode.prepare(self._residency.working_shapes(self._params), latents)
 
     def decode_to_unit(self, latents: Any) -> jax.Array:
-        unit = self._decode_unit(self._params, latents)
+        unit = self._decode_unit(self._residency.working(self._params), latents)
         if not bool(jnp.isfinite(unit).all()):
             raise NumericalError(
                 "the VAE decoded NaN or infinite values; try --set vae_dtype=float32, or re-download the checkpoint"

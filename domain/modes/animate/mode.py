@@ -8,9 +8,14 @@ hold, per latent frame, a 4-slot mask and the VAE latents of a conditioning vide
 character for frame 0 (mask all 1), and for the segment the previous segment's last P
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
-video's latents and the face video go to the transformer as `Conditioning.pose` and `.face`.
-Each segment is decoded; its last P frames, unrounded, condition the next, and its new frames
-are kept. Segment k starts from the noise of seed + k (segment 0: the run's noise).
+video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
+go to the transformer as `Conditioning.pose` and `.face`. Each segment is decoded; its last P
+frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
+noise of seed + k (segment 0: the run's noise).
+
+The latents, the decoded frames and the conditioning made of them stay where the adapters made
+them (the device), combined there through `array_namespace`; only each segment's new frames,
+rounded to uint8, come to the host.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from wanjax.domain.modes.base import (
     ModelTraits,
     ModeRun,
     ReceivedShapes,
+    array_namespace,
 )
 
 if TYPE_CHECKING:
@@ -49,7 +55,8 @@ INPUTS = (
     InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
                help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
     InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
-               help="Wan Animate: the cropped face video, at the model's face size (512x512 for Animate-14B)"),
+               help="Wan Animate: the cropped face video, stretched to the model's face size (512x512 for "
+                    "Animate-14B) where it differs"),
     InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
                http="background_video",
                help="Wan Animate replacement: the video to put the character into (with --mask)"),
@@ -78,17 +85,9 @@ class Animate(GenerationMode):
                 "Animate model; this model has no Animate blocks: use one (e.g. --model wan2.2-animate-14b) or "
                 "drop them"
             )
-        face = request.input("face_video")
-        if face is None:
+        if request.input("face_video") is None:
             raise InvalidRequestError(
                 "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
-            )
-        size = model.transformer.animate.motion_encoder_size
-        if face.shape[1:3] != (size, size):
-            height, width = face.shape[1:3]
-            raise InvalidRequestError(
-                f"face_video: its frames are {width}x{height}; this model reads faces of {size}x{size} (crop and "
-                "resize them as Wan Animate's preprocessing does)"
             )
 
     def check_request(self, request: GenerationRequest) -> None:
@@ -141,11 +140,14 @@ class Animate(GenerationMode):
         segments = self.segments(given.pose, request)
         temporal = run.model.vae.temporal_compression
         with run.span("conditioning"):
+            face_size = run.model.transformer.animate.motion_encoder_size
+            given = attrs.evolve(given, face=run.stretch(given.face, face_size, face_size))  # as diffusers resizes it
             videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
-            reference = np.asarray(parts.autoencoder.encode_image(request.image, *size, num_frames=1))
-            ones = np.ones((*reference.shape[:-1], temporal), np.float32)
-            reference = np.concatenate([ones, reference], axis=-1)  # [1, 1, H', W', temporal + C]
+            encoded = parts.autoencoder.encode_image(request.image, *size, num_frames=1)
+            xp = array_namespace(encoded)  # the latents and frames stay where the adapters made them
+            ones = np.ones((*encoded.shape[:-1], temporal), np.float32)
+            reference = xp.concat([xp.asarray(ones), encoded], axis=-1)  # [1, 1, H', W', temporal + C]
             image_context = parts.image_encoder.encode([request.image])
         kept, latents, previous, report = [], [], None, None
         for k, start in enumerate(segments.starts()):
@@ -154,23 +156,23 @@ class Animate(GenerationMode):
             with run.span("conditioning"):
                 channels = _segment_channels(parts.autoencoder, videos, window, previous, k, segments.overlap, temporal)
                 conditioning = Conditioning(
-                    extra_channels=np.concatenate([reference, channels], axis=1), image_context=image_context,
-                    pose=np.asarray(parts.autoencoder.encode_video(videos.pose[window][None])),
-                    face=videos.face[window][None],
+                    extra_channels=xp.concat([reference, channels], axis=1), image_context=image_context,
+                    pose=parts.autoencoder.encode_video(videos.pose[window][None]), face=videos.face[window][None],
                 )  # fmt: skip
             denoised = run.denoise(noise, conditioning, part=(k, segments.count))
-            latents.append(np.asarray(denoised.latents))
+            latents.append(denoised.latents)
             report = denoised.cache_report
             if run.decode is None and k == segments.count - 1:
                 break  # latents only: the last segment conditions nothing
             with run.span("vae_decode"):
-                unit = np.asarray(parts.autoencoder.decode_to_unit(denoised.latents[:, 1:]))  # [1, L, H, W, 3]
-            previous = unit[:, -segments.overlap :] * 2.0 - 1.0
-            kept.append(unit if k == 0 else unit[:, segments.overlap :])
+                unit = parts.autoencoder.decode_to_unit(denoised.latents[:, 1:])  # [1, L, H, W, 3] in [0, 1]
+                previous = unit[:, -segments.overlap :] * 2.0 - 1.0  # the next segment's, unrounded
+                new = unit if k == 0 else unit[:, segments.overlap :]
+                kept.append(np.asarray(xp.round(new * 255.0).astype(np.uint8)))  # to the host as the output's bytes
         frames = None
         if run.decode is not None:
-            frames = np.round(np.concatenate(kept, axis=1)[:, : len(given.pose)] * 255.0).astype(np.uint8)
-        return Generated(latents=np.concatenate(latents, axis=1), frames=frames, cache_report=report)
+            frames = np.concatenate(kept, axis=1)[:, : len(given.pose)]
+        return Generated(latents=xp.concat(latents, axis=1), frames=frames, cache_report=report)
 
 
 @attrs.frozen
@@ -203,20 +205,24 @@ def animate_videos(request: GenerationRequest) -> AnimateVideos:
 
 
 def _segment_channels(
-    autoencoder: Any, videos: _Videos, window: slice, previous: np.ndarray | None, index: int, given: int, temporal: int
-) -> np.ndarray:
-    """[1, F', H', W', temporal + C]: the segment's mask, then its conditioning video's latents."""
+    autoencoder: Any, videos: _Videos, window: slice, previous: Any, index: int, given: int, temporal: int
+) -> Any:
+    """[1, F', H', W', temporal + C]: the segment's mask, then its conditioning video's latents: the
+    background (or black) with the previous segment's last `given` frames (`previous`, on the
+    device where it was decoded) over its first."""
     length = window.stop - window.start
     if videos.background is not None:
-        video = videos.background[window][None].copy()
+        video = videos.background[window][None]
     else:
         video = np.zeros((1, length, *videos.pose.shape[1:]), np.float32)
     if previous is not None:
-        video[:, :given] = previous
-    latents = np.asarray(autoencoder.encode_video(video))
+        xp = array_namespace(previous)
+        video = xp.concat([previous, xp.asarray(video[:, given:])], axis=1)
+    latents = autoencoder.encode_video(video)
     character = None if videos.character is None else videos.character[window]
     mask = segment_mask(length, *latents.shape[2:4], temporal, given if index > 0 else 0, character)
-    return np.concatenate([mask[None], latents], axis=-1)
+    xp = array_namespace(latents)
+    return xp.concat([xp.asarray(mask[None]), latents], axis=-1)
 
 
 ANIMATE = Animate()

@@ -114,9 +114,10 @@ DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES = 1
 class AnimateVideos:
     """The driving inputs of a Wan 2.2 Animate request, already extracted (pose rendering and face
     crops are made outside wanjax, as diffusers' pipeline takes them): a pose video at the request's
-    size and a face video at the model's face size (RGB uint8), and for "replace" a background
-    video with a mask of the character's region ([N, H, W] float in [0, 1]), both at the request's
-    size. Every video is padded or cut to the segments' frames as diffusers does."""
+    size and a face video at any size (RGB uint8; the run stretches it to the model's face size, as
+    diffusers does), and for "replace" a background video with a mask of the character's region
+    ([N, H, W] float in [0, 1]), both at the request's size. Every video is padded or cut to the
+    segments' frames as diffusers does."""
 
     pose: np.ndarray
     face: np.ndarray
