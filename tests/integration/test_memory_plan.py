@@ -1,5 +1,5 @@
 """The memory plan against what a run really holds: `wanjax generate` on the demo model at
-three sizes, each in a fresh process whose peak resident memory is measured, against what
+two sizes, each in a fresh process whose peak resident memory is measured, against what
 `wanjax plan` says for the same flags. The sizes move the peak from the runtime baseline
 (the demo's own size) to the VAE decode (the largest transient at real sizes).
 
@@ -19,7 +19,7 @@ import resource, subprocess, sys
 done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
 print(done.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024, repr(done.stderr[-2000:]))
 """
-SIZES = [(128, 192, 5), (384, 384, 5), (512, 512, 5)]  # height, width, frames
+SIZES = [(128, 192, 5), (512, 512, 5)]  # height, width, frames
 
 
 def _flags(height: int, width: int, frames: int) -> list[str]:

@@ -18,7 +18,6 @@ CFG_CACHE_MESH = {"mesh_data": 2, "mesh_context": 4}
 cannot split, so those rows run whole on each data device (the context axis still splits them)."""
 
 MESHES = {
-    "8 data": {"mesh_data": 8},
     "2 data x 4 context, ulysses": {"mesh_data": 2, "mesh_context": 4},
     "2 fsdp x 4 tensor": {"mesh_fsdp": 2, "mesh_tensor": 4},
     "4 context x 2 tensor, ring": {"mesh_context": 4, "mesh_tensor": 2, "context_parallel": "ring"},
