@@ -74,7 +74,7 @@ LOOP_MATRIX = [
 ] + [
     ("two-experts", "magcache"), ("two-experts", "cfg_cache"), ("two-experts", "sencache"),
     ("i2v", "cfg_cache"), ("i2v-two-experts", "cfg_cache"), ("ti2v", "teacache"), ("ti2v", "sencache"),
-    ("vace", "magcache"), ("vace", "cfg_cache"),
+    ("vace", "magcache"), ("vace", "cfg_cache"), ("animate", "magcache"), ("animate", "cfg_cache"),
 ]  # fmt: skip
 
 
