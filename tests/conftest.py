@@ -45,21 +45,27 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 LONGEST_FILES = (
-    "parity/test_vae_chunking.py",
     "integration/test_device_check.py",  # with WANJAX_DEVICE_SMOKE=1 (CI)
-    "integration/test_replicas.py",
+    "parity/test_vae_chunking.py",
+    "integration/test_server.py",
+    "integration/test_signals.py",
     "integration/test_sharded_vae.py",
-    "integration/test_sharded_generation.py",
-    "unit/test_context_parallel.py",
-    "integration/test_memory_plan.py",
-    "integration/test_sharded_transformer.py",
+    "integration/test_speed_options.py",
+    "integration/test_cache_policies.py",
+    "integration/test_bench_command.py",
     "unit/test_offload.py",
-    "parity/test_animate_pipeline_parity.py",
+    "integration/test_sharded_generation.py",
+    "integration/test_diffusers_folders.py",
+    "integration/test_multihost.py",
+    "integration/test_determinism.py",
+    "integration/test_memory_plan.py",
+    "unit/test_denoise_loops.py",
     "parity/test_official_animate_pipeline_parity.py",
+    "parity/test_animate_pipeline_parity.py",
 )
-"""The files that take minutes on a 2-core machine (measured: 1.5 to 8 minutes each), longest
-first. They are collected first: scripts/test hands whole files to its two workers in collection
-order (--dist loadfile --no-loadscope-reorder), so the long ones start early and the workers end
+"""The files that take minutes on a 2-core machine (`--durations=0`, 2026-11-26: 1 to 5 minutes
+each under load), longest first. They are collected first: scripts/test hands whole files to its
+two workers in collection order (--dist loadfile --no-loadscope-reorder), so the long ones start early and the workers end
 together, rather than one worker running a long file alone at the end (pytest-xdist's default
 order, by number of tests, put the 3-test memory-plan file near the end)."""
 
