@@ -18,6 +18,7 @@ import pytest
 import torch
 from PIL import Image
 
+from animate_videos import random_animate_videos
 from segment_noise import NoiseInTurn
 
 from wanjax.application.container import build_container
@@ -38,14 +39,9 @@ def folder(tiny_animate_checkpoint):
 
 @pytest.fixture(scope="module")
 def videos():
-    rng = np.random.default_rng(5)
-    pixels = lambda *shape: rng.integers(0, 256, shape, dtype=np.uint8)  # noqa: E731
-    return dict(
-        image=pixels(HEIGHT, WIDTH, 3), pose=pixels(FRAMES, HEIGHT, WIDTH, 3), face=pixels(FRAMES, FACE, FACE, 3),
-        background=pixels(FRAMES, HEIGHT, WIDTH, 3),
-        mask=(rng.random((FRAMES, HEIGHT, WIDTH)) > 0.5).astype(np.uint8) * 255,
-        wide_face=pixels(FRAMES, *WIDE_FACE, 3),
-    )  # fmt: skip
+    videos = random_animate_videos(FRAMES, HEIGHT, WIDTH, face=(FACE, FACE))
+    wide = random_animate_videos(FRAMES, HEIGHT, WIDTH, face=WIDE_FACE)["face"]
+    return dict(videos, wide_face=wide)
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,7 @@ import pytest
 import torch
 from PIL import Image
 
+from animate_videos import random_animate_videos
 from official_folders import (
     ANIMATE_FACE,
     TEXT_LEN,
@@ -89,12 +90,7 @@ def _official_clip(models) -> object:
 
 @pytest.fixture(scope="module")
 def inputs():
-    rng = np.random.default_rng(5)
-    pixels = lambda *shape: rng.integers(0, 256, shape, dtype=np.uint8)  # noqa: E731
-    return dict(
-        image=pixels(SIZE, SIZE, 3), pose=pixels(FRAMES, SIZE, SIZE, 3), face=pixels(FRAMES, ANIMATE_FACE, ANIMATE_FACE, 3),
-        background=pixels(FRAMES, SIZE, SIZE, 3), mask=(rng.random((FRAMES, SIZE, SIZE)) > 0.5).astype(np.uint8) * 255,
-    )  # fmt: skip
+    return random_animate_videos(FRAMES, SIZE, SIZE, face=(ANIMATE_FACE, ANIMATE_FACE))
 
 
 def _write_video(frames: np.ndarray, path: Path) -> None:
