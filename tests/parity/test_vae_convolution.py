@@ -1,6 +1,7 @@
 """The VAE's 3-D convolutions run per frame (`convolution="frames"`, what CPU runs) equal the
 3-D form and diffusers, on both Wan VAEs, through every causal convolution the decoder and
-encoder hold (3x3x3, the (3, 1, 1) temporal up- and strided down-sampling, 1x1x1 shortcuts).
+encoder hold (3x3x3, the (3, 1, 1) temporal up- and strided down-sampling, 1x1x1 shortcuts), with
+a first chunk's zero context skipped, and the upsamples' 3x3 convolutions run by output phase.
 
 Tiny random VAEs saved by diffusers; 3 latent frames (9 pixel frames), scanned one latent
 frame at a time as the product decodes. Layouts: torch [B, C, F, H, W], ours [B, F, H, W, C].
