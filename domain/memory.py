@@ -56,11 +56,11 @@ VAE_ENCODE_CACHE_MULTIPLE = 3.5  # the same for the encode, per 4 pixel frames o
 VAE_ENCODE_UNROLLED_MULTIPLES = (3.6, 1.8)  # unrolled: held + per chunk of 4 pixel frames
 # Resident over XLA's assignment: 1.33 (Wan 2.1 VAE decode, 240x416x9) and 1.37 (832x480x5) measured
 VAE_DECODE_RESIDENT = 1.35
-# A tiled decode's transient over the untiled plan of one tile, by convolution form (the per-frame form
-# also holds each tile's per-tap sums), plus every tile's decoded output held for blending, about twice
-# the video (diffusers' tiles overlap by a quarter each way): XLA:CPU's buffer assignment of both
-# published VAEs at 832x480 and 1280x704, within 10% of each
-VAE_TILED_MULTIPLES = {"frames": 1.36, "3d": 0.94}
+# A tiled decode's transient over the untiled plan of one tile, by convolution form, plus every tile's
+# decoded output held for blending, about twice the video (diffusers' tiles overlap by a quarter each
+# way): XLA:CPU's buffer assignment of both published VAEs at 832x480 and 1280x704, within 10% of each
+# (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context)
+VAE_TILED_MULTIPLES = {"frames": 1.04, "3d": 0.94}
 VAE_TILE_OUTPUTS = 2.0
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.

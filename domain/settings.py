@@ -207,7 +207,8 @@ class VaeSettings:
     )
     """How the 3x3x3 convolutions run: auto (frames on CPU, else 3d), 3d (one 3-D convolution), or
     frames (per time tap of the kernel, a 2-D convolution of every frame, summed: XLA:CPU's 2-D
-    convolutions are 1.25-4x faster than its 3-D ones, docs/performance.md)."""
+    convolutions are 1.25-4x faster than its 3-D ones; the upsamples' convolutions then run on
+    their input by output phase, docs/performance.md)."""
     tiling: bool = attrs.field(default=False, metadata={"key": "vae_tiling"})
     """Spatial tiling of VAE decode and encode with overlap blending, for sizes that do not fit memory."""
     tile_size: int = attrs.field(default=256, validator=_positive, metadata={"key": "vae_tile_size"})

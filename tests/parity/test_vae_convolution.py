@@ -1,6 +1,7 @@
 """The VAE's 3-D convolutions run per frame (`convolution="frames"`, what CPU runs) equal the
 3-D form and diffusers, on both Wan VAEs, through every causal convolution the decoder and
-encoder hold (3x3x3, the (3, 1, 1) temporal up- and strided down-sampling, 1x1x1 shortcuts).
+encoder hold (3x3x3, the (3, 1, 1) temporal up- and strided down-sampling, 1x1x1 shortcuts), with
+a first chunk's zero context skipped, and the upsamples' 3x3 convolutions run by output phase.
 
 Tiny random VAEs saved by diffusers; 3 latent frames (9 pixel frames), scanned one latent
 frame at a time as the product decodes. Layouts: torch [B, C, F, H, W], ours [B, F, H, W, C].
@@ -16,7 +17,7 @@ from flax import nnx
 
 from vae_models import VaeModels, to_ours, to_torch_layout
 
-from wanjax.adapters.jax.vae.layers import CausalConv3d
+from wanjax.adapters.jax.vae.layers import CausalConv3d, Conv2d
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.adapters.jax.vae.weights import export_vae_weights
@@ -74,17 +75,37 @@ def test_per_frame_encode_equals_the_3d_encode_and_diffusers(models: VaeModels) 
     assert_close(to_torch_layout(by_frame), expected, REF_RTOL)
 
 
-@pytest.mark.parametrize(("kernel", "stride", "frames"), [((3, 3, 3), 1, 5), ((3, 1, 1), 2, 7), ((1, 1, 1), 1, 2)])
-def test_a_per_frame_convolution_is_the_3d_one(kernel: tuple[int, int, int], stride: int, frames: int) -> None:
-    """Each kernel and time stride the Wan VAEs use, on odd sizes, against the 3-D convolution."""
+@pytest.mark.parametrize(
+    ("kernel", "stride", "frames", "zeros"),
+    [((3, 3, 3), 1, 5, 0), ((3, 3, 3), 1, 1, 2), ((3, 3, 3), 1, 3, 1), ((3, 1, 1), 2, 7, 0), ((3, 1, 1), 2, 4, 1),
+     ((1, 1, 1), 1, 2, 0)],
+)  # fmt: skip
+def test_a_per_frame_convolution_is_the_3d_one(kernel: tuple[int, int, int], stride: int, frames: int,
+                                                zeros: int) -> None:  # fmt: skip
+    """Each kernel and time stride the Wan VAEs use, on odd sizes, against the 3-D convolution; with
+    leading zero frames (a first chunk's context), whose products the per-frame form skips."""
     x = jnp.asarray(np.random.default_rng(0).standard_normal((2, frames, 5, 7, 3), np.float32))
     padding = (0, kernel[1] // 2, kernel[2] // 2)
     convs = {form: CausalConv3d(3, 4, kernel, VaeRuntime(convolution=form), stride=(stride, 1, 1),
                                 padding=padding, rngs=nnx.Rngs(0))
              for form in ("frames", "3d")}  # fmt: skip
-    by_frame, in_3d = (np.asarray(conv(x)) for conv in convs.values())
-    assert by_frame.shape == in_3d.shape == (2, (frames - kernel[0]) // stride + 1, 5, 7, 4)
+    by_frame, in_3d = (np.asarray(conv(x, leading_zeros=zeros)) for conv in convs.values())
+    assert by_frame.shape == in_3d.shape == (2, (zeros + frames - kernel[0]) // stride + 1, 5, 7, 4)
     assert_close(by_frame, in_3d, FORM_RTOL)
+    padded = jnp.concatenate([jnp.zeros((2, zeros, 5, 7, 3)), x], axis=1)
+    assert_close(in_3d, np.asarray(convs["3d"](padded)), 0)
+
+
+def test_the_upsample_convolution_by_phase_is_the_one_of_the_upsampled_input() -> None:
+    """`Conv2d.upsampled` (four 2x2 convolutions of the input) against the 3x3 convolution of
+    its nearest-neighbour x2 copy, on odd sizes, borders included."""
+    x = jnp.asarray(np.random.default_rng(0).standard_normal((2, 5, 7, 3), np.float32))
+    conv = Conv2d(3, 4, 3, VaeRuntime(), padding=((1, 1), (1, 1)), rngs=nnx.Rngs(0))
+    conv.bias[...] = jnp.arange(4, dtype=jnp.float32)
+    by_phase = np.asarray(nnx.jit(Conv2d.upsampled)(conv, x))
+    of_copy = np.asarray(conv(jnp.repeat(jnp.repeat(x, 2, axis=1), 2, axis=2)))
+    assert by_phase.shape == of_copy.shape == (2, 10, 14, 4)
+    assert_close(by_phase, of_copy, FORM_RTOL)
 
 
 def test_in_bfloat16_the_taps_are_summed_in_float32_and_rounded_once() -> None:

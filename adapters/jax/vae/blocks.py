@@ -81,7 +81,8 @@ class Upsample(nnx.Module):
     Temporal upsampling (a causal (3, 1, 1) conv to 2 * dim channels, read as two
     frames) skips the first chunk, so the first latent frame yields a single frame;
     diffusers marks that with its "Rep" cache entry. The 3x3 conv is `resample.1` in
-    diffusers' names.
+    diffusers' names; in the `frames` convolution form (CPU) it runs on the input as four 2x2
+    convolutions, one per output phase (`Conv2d.upsampled`), instead of on the upsampled copy.
     """
 
     def __init__(
@@ -102,6 +103,8 @@ class Upsample(nnx.Module):
                 # Channels [0, C) are the earlier frame of each pair, [C, 2C) the later one.
                 pairs = pairs.reshape(b, t, h, w, 2, c).transpose(0, 1, 4, 2, 3, 5)
                 x = pairs.reshape(b, 2 * t, h, w, c)
+        if self.resample.runtime.convolution == "frames":  # the CPU form: fewer multiply-adds, no 4x copy
+            return _per_frame(self.resample.upsampled, x), cache
         # Nearest-neighbour x2 ("nearest-exact" in torch) is a plain repeat, exact in any dtype.
         x = jnp.repeat(jnp.repeat(x, 2, axis=2), 2, axis=3)
         return _per_frame(self.resample, x), cache

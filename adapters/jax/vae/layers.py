@@ -57,19 +57,33 @@ def _convolve_frames(
     strides: tuple[int, int, int],
     padding: tuple[tuple[int, int], ...],
     runtime: VaeRuntime,
+    leading_zeros: int = 0,
 ) -> jax.Array:
-    """The 3-D convolution of `x` [B, T, H, W, C] (no time padding) with the kernel whose time taps
-    are `taps` ([kh, kw, in, out] each) as, for each tap, the 2-D convolution of every frame that
-    tap reads, summed in float32 (a half-precision run then rounds once, as the 3-D convolution does)."""
+    """The 3-D convolution of `leading_zeros` zero frames followed by `x` [B, T, H, W, C] (no further
+    time padding) with the kernel whose time taps are `taps` ([kh, kw, in, out] each) as, for each
+    tap, the 2-D convolution of every frame that tap reads, summed in float32 (a half-precision run
+    then rounds once, as the 3-D convolution does). Products of the zero frames are skipped."""
     stride = strides[0]
     b, frames = x.shape[:2]
-    out_frames = (frames - len(taps)) // stride + 1
+    out_frames = (leading_zeros + frames - len(taps)) // stride + 1
     total = None
     for tap, kernel in enumerate(taps):
-        read = x[:, tap : tap + stride * (out_frames - 1) + 1 : stride].reshape(b * out_frames, *x.shape[2:])
+        first = max(0, -(-(leading_zeros - tap) // stride))  # the first output frame this tap reads x for
+        if first >= out_frames:
+            continue
+        start = tap + stride * first - leading_zeros
+        live = out_frames - first
+        read = x[:, start : start + stride * (live - 1) + 1 : stride].reshape(b * live, *x.shape[2:])
         y = _convolve(read, kernel, strides[1:], padding[1:], runtime, accumulation=jnp.float32)
+        y = y.reshape(b, live, *y.shape[1:])
+        y = jnp.pad(y, [(0, 0), (first, 0)] + [(0, 0)] * (y.ndim - 2)) if first else y
         total = y if total is None else total + y
-    return total.astype(x.dtype).reshape(b, out_frames, *total.shape[1:])
+    return total.astype(x.dtype)
+
+
+def _zero_frames(x: jax.Array, count: int) -> jax.Array:
+    """`count` frames of zeros shaped as the frames of `x` [B, T, H, W, C]."""
+    return jnp.zeros((x.shape[0], count, *x.shape[2:]), x.dtype)
 
 
 def _kernel(weight: nnx.Param, runtime: VaeRuntime) -> jax.Array:
@@ -78,6 +92,17 @@ def _kernel(weight: nnx.Param, runtime: VaeRuntime) -> jax.Array:
 
 def _add_bias(y: jax.Array, bias: nnx.Param, runtime: VaeRuntime) -> jax.Array:
     return y + bias[...].astype(runtime.dtype)
+
+
+# Input padding of the two output phases of a nearest x2 upsample (even, odd rows or columns).
+_PHASE_PADDING = ((1, 0), (0, 1))
+
+
+def _phase_kernels(kernel: jax.Array, axis: int) -> tuple[jax.Array, jax.Array]:
+    """A 3-tap `axis` of `kernel` as read by a nearest x2 upsampled input: an even output pixel
+    reads input pixels (-1, 0) with taps (k0, k1 + k2), an odd one (0, +1) with (k0 + k1, k2)."""
+    k0, k1, k2 = jnp.split(kernel, 3, axis=axis)
+    return jnp.concatenate([k0, k1 + k2], axis), jnp.concatenate([k0 + k1, k2], axis)
 
 
 class CausalConv3d(nnx.Module):
@@ -114,22 +139,29 @@ class CausalConv3d(nnx.Module):
         )
         self.bias = nnx.Param(jnp.zeros((out_features,), runtime.param_dtype))
 
-    def __call__(self, x: jax.Array) -> jax.Array:
-        """Convolves `x` [B, T, H, W, Cin] as given, with no time padding."""
+    def __call__(self, x: jax.Array, leading_zeros: int = 0) -> jax.Array:
+        """Convolves `leading_zeros` zero frames followed by `x` [B, T, H, W, Cin], with no further time
+        padding. The per-frame form skips the zero frames' products; the 3-D one convolves them."""
         x, runtime = x.astype(self.runtime.dtype), self.runtime
         if isinstance(self.weight, nnx.List):
             taps = [_kernel(tap, runtime) for tap in self.weight]
-            y = _convolve_frames(x, taps, self.stride, self.spatial_padding, runtime)
+            y = _convolve_frames(x, taps, self.stride, self.spatial_padding, runtime, leading_zeros)
         else:
+            x = jnp.concatenate([_zero_frames(x, leading_zeros), x], axis=1) if leading_zeros else x
             y = _convolve(x, _kernel(self.weight, runtime), self.stride, self.spatial_padding, runtime)
         return _add_bias(y, self.bias, runtime)
 
     def stream(self, x: jax.Array, cache: jax.Array | None) -> tuple[jax.Array, jax.Array]:
-        """One chunk `x` [B, T, H, W, Cin] -> (output, cache [B, context_frames, H, W, Cin])."""
+        """One chunk `x` [B, T, H, W, Cin] -> (output, cache [B, context_frames, H, W, Cin]).
+
+        The first chunk (`cache` None) is preceded by zeros."""
         if cache is None:
-            cache = jnp.zeros((x.shape[0], self.context_frames, *x.shape[2:]), x.dtype)
-        x = jnp.concatenate([cache.astype(x.dtype), x], axis=1)
-        return self(x), x[:, x.shape[1] - self.context_frames :]
+            y = self(x, leading_zeros=self.context_frames)
+            context = jnp.concatenate([_zero_frames(x, self.context_frames), x], axis=1)
+        else:
+            context = jnp.concatenate([cache.astype(x.dtype), x], axis=1)
+            y = self(context)
+        return y, context[:, context.shape[1] - self.context_frames :]
 
 
 class Conv2d(nnx.Module):
@@ -157,6 +189,27 @@ class Conv2d(nnx.Module):
         x, runtime = x.astype(self.runtime.dtype), self.runtime
         y = _convolve(x, _kernel(self.weight, runtime), self.stride, self.padding, runtime)
         return _add_bias(y, self.bias, runtime)
+
+    def upsampled(self, x: jax.Array) -> jax.Array:
+        """This 3x3 convolution (stride 1, padding 1) of `x` [N, H, W, Cin] upsampled x2 by nearest
+        neighbour -> [N, 2H, 2W, Cout], without making the upsampled input (4x `x`'s size).
+
+        Each of the four output pixels an input pixel becomes (its phase) is a 2x2 convolution of
+        `x`: the 3x3 taps that read the same input pixel are summed (`_phase_kernels`). 16 instead of
+        36 multiply-adds per input pixel and channel pair; the sums of taps round differently from
+        the upsampled convolution's in the last bits.
+        """
+        x, runtime = x.astype(self.runtime.dtype), self.runtime
+        rows = []
+        for row_padding, row_kernel in zip(_PHASE_PADDING, _phase_kernels(self.weight[...], 0)):
+            phases = [
+                _convolve(x, kernel.astype(runtime.dtype), (1, 1), (row_padding, col_padding), runtime)
+                for col_padding, kernel in zip(_PHASE_PADDING, _phase_kernels(row_kernel, 1))
+            ]
+            rows.append(jnp.stack(phases, axis=3))  # [N, H, W, 2, Cout]
+        y = jnp.stack(rows, axis=2)  # [N, H, 2 (row phase), W, 2 (column phase), Cout]
+        n, h, _, w, _, c = y.shape
+        return _add_bias(y.reshape(n, 2 * h, 2 * w, c), self.bias, runtime)
 
 
 class RMSNorm(nnx.Module):

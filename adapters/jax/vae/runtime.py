@@ -74,7 +74,9 @@ class VaeRuntime:
         multiple of the temporal compression (4). None unrolls diffusers' schedule of 4.
     convolution: "3d" runs each 3-D convolution as one; "frames" as a 2-D convolution of
         every frame per time tap of the kernel, summed (the same sums, regrouped: float32
-        results differ in the last bits). The builder picks "frames" on CPU.
+        results differ in the last bits), skipping the taps that read a first chunk's zero
+        context, with each upsample's 3x3 convolution as four 2x2 ones of its input
+        (`Conv2d.upsampled`). The builder picks "frames" on CPU.
     tiling: spatial tiling of decode and encode (diffusers' `enable_tiling`); None
         processes whole frames.
     """
