@@ -379,8 +379,9 @@ def vae_encode_bytes(
     vae: VaeSpec, pixels: int, frames: int, chunk: int | None, tile: int | None, *, dtype: str = "float32"
 ) -> int:
     """The encode's transient, resident, in proportion to the encoder's caches: per 4 pixel frames of
-    a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled into one program."""
-    pixels = min(pixels, tile**2) if tile else pixels
+    a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled into one program.
+    A tile's side counts patchified pixels (as diffusers cuts them): `patch` times as many pixels."""
+    pixels = min(pixels, (tile * vae.patch) ** 2) if tile else pixels
     caches = VAE_CONTEXT_FRAMES * vae_encoder_cache_channels_per_pixel(vae) * pixels * DTYPE_BYTES[dtype]
     if chunk is None:
         held, per_chunk = VAE_ENCODE_UNROLLED_MULTIPLES
