@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import vae_stage
 
 WANJAX = [sys.executable, "-m", "wanjax.entrypoints.cli"]
 
@@ -424,6 +425,12 @@ def _kernel_time(trace_dir: Path) -> dict:
     }
 
 
+def vae_480p_81_vs_diffusers(out: Path, smoke: bool) -> dict:
+    """The Wan 2.1 VAE decode of 832x480x81 timed beside diffusers' (untiled and tiled), same latents."""
+    return _bench("vae_480p_81_vs_diffusers", "wan2.1-t2v-1.3b", (832, 480, 81), 1, smoke=smoke, out=out,
+                  vae=True, layers=1)
+
+
 def _vae(form: str) -> Callable[[Path, bool], dict]:
     def run(out: Path, smoke: bool) -> dict:
         """The Wan 2.1 VAE decoding 832x480x81 (behind a one-layer 1.3B transformer step)."""
@@ -452,6 +459,8 @@ STAGES = {
         Stage("bench_13b_480p_25_tokamax", 120, 40, bench_13b_480p_25_tokamax),
         Stage("profile_13b_480p_25", 120, 40, profile_13b_480p_25),
         Stage("bench_14b_720p_81_tokamax", 200, 100, bench_14b_720p_81_tokamax),
-        Stage("bench_14b_720p_81_components", 240, 150, bench_14b_720p_81_components),  # the other offload, last
+        Stage("bench_14b_720p_81_components", 240, 150, bench_14b_720p_81_components),  # the other offload
+        Stage("vae_real_sizes", 600, 60, vae_stage.vae_real_sizes),
+        Stage("vae_480p_81_vs_diffusers", 150, 60, vae_480p_81_vs_diffusers),
     )
 }
