@@ -62,6 +62,17 @@ VAE_DECODE_RESIDENT = 1.35
 # (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context)
 VAE_TILED_MULTIPLES = {"frames": 1.04, "3d": 0.94}
 VAE_TILE_OUTPUTS = 2.0
+# Off CPU the device holds what XLA assigns (no CPU library's working memory beside it), but that is
+# not the CPU-fitted assignment in the compute dtype: an H200 (JAX 0.11.2, bfloat16, `3d`) held
+# these multiples of it (the plan without VAE_DECODE_RESIDENT), by VAE (Wan 2.2's residual layout or
+# not), pass and tiling, at 832x480x81, 1280x720x81 and 1280x704x121 (docs/performance.md, "The VAE
+# at real sizes"). The tiled encodes were not measured there: they take the untiled multiples.
+VAE_ACCELERATOR_MULTIPLES = {  # (is_residual, pass, tiled)
+    (False, "decode", False): 1.14, (False, "decode", True): 1.29,
+    (True, "decode", False): 1.48, (True, "decode", True): 1.94,
+    (False, "encode", False): 0.87, (False, "encode", True): 0.87,
+    (True, "encode", False): 1.33, (True, "encode", True): 1.33,
+}
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.
 TEXT_ENCODER_RUNTIME = 480 * 2**20
@@ -229,10 +240,11 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
     if work.vae is not None:
         if work.vae_encode_frames:
             encode = vae_encode_bytes(
-                work.vae, work.pixels, work.vae_encode_frames, work.vae_encode_chunk, work.vae_tile, dtype=work.vae_dtype
+                work.vae, work.pixels, work.vae_encode_frames, work.vae_encode_chunk, work.vae_tile,
+                dtype=work.vae_dtype, platform=platform,
             )  # fmt: skip
             phases["VAE encode"] = own["VAE"] + [("VAE encode activations", encode)]
-        phases["VAE decode"] = own["VAE"] + [("VAE decode activations", _vae_decode(work))]
+        phases["VAE decode"] = own["VAE"] + [("VAE decode activations", _vae_decode(work, platform))]
     return resident, phases, host
 
 
@@ -328,23 +340,23 @@ def _step_activations(work: Workload, platform: str) -> int:
     return int(stream) + logits + upcast + held_hints
 
 
-def _vae_decode(work: Workload) -> int:
+def _vae_decode(work: Workload, platform: str) -> int:
     assert work.vae is not None
     return vae_decode_bytes(
         work.vae, work.pixels, work.latent_frames, work.vae_decode_chunk, work.vae_tile,
-        convolution=work.vae_convolution, dtype=work.vae_dtype, devices=work.devices,
+        convolution=work.vae_convolution, dtype=work.vae_dtype, devices=work.devices, platform=platform,
     )  # fmt: skip
 
 
 def vae_decode_bytes(
     vae: VaeSpec, pixels: int, latent_frames: int, chunk: int | None, tile: int | None,
-    *, convolution: str = "frames", dtype: str = "float32", devices: int = 1,
+    *, convolution: str = "frames", dtype: str = "float32", devices: int = 1, platform: str = "cpu",
 ) -> int:  # fmt: skip
-    """The decode's transient, resident: the caches every causal convolution carries from one
-    chunk to the next, and a chunk's activations, both in proportion to the caches (a tile's with
-    tiling; None for `chunk` unrolls every latent frame into one program, which holds them all).
-    Tiled (`tile` pixels a side, smaller than the video), by the `convolution` form, plus the tiles'
-    outputs."""
+    """The decode's transient on `platform` (on CPU, resident): the caches every causal convolution
+    carries from one chunk to the next, and a chunk's activations, both in proportion to the caches
+    (a tile's with tiling; None for `chunk` unrolls every latent frame into one program, which holds
+    them all). Tiled (`tile` pixels a side, smaller than the video), by the `convolution` form, plus
+    the tiles' outputs."""
     tiled = bool(tile) and pixels > tile**2
     chunk = latent_frames if chunk is None else min(chunk, latent_frames)
     channels = vae_decoder_cache_channels_per_pixel(vae)
@@ -355,7 +367,12 @@ def vae_decode_bytes(
         frames = 1 + vae.temporal_compression * (latent_frames - 1)
         outputs = VAE_TILE_OUTPUTS * vae.out_channels // vae.patch**2 * pixels * frames * DTYPE_BYTES[dtype]
         transient = VAE_TILED_MULTIPLES[convolution] * transient + outputs
-    return int(VAE_DECODE_RESIDENT * transient)
+    return int(_held_over_assigned(vae, "decode", tiled, platform) * transient)
+
+
+def _held_over_assigned(vae: VaeSpec, mode: str, tiled: bool, platform: str) -> float:
+    """What `platform` holds over the VAE's CPU-fitted buffer assignment."""
+    return VAE_DECODE_RESIDENT if platform == "cpu" else VAE_ACCELERATOR_MULTIPLES[vae.is_residual, mode, tiled]
 
 
 def vae_decoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
@@ -376,11 +393,14 @@ def vae_decoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
 
 
 def vae_encode_bytes(
-    vae: VaeSpec, pixels: int, frames: int, chunk: int | None, tile: int | None, *, dtype: str = "float32"
-) -> int:
-    """The encode's transient, resident, in proportion to the encoder's caches: per 4 pixel frames of
-    a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled into one program.
-    A tile's side counts patchified pixels (as diffusers cuts them): `patch` times as many pixels."""
+    vae: VaeSpec, pixels: int, frames: int, chunk: int | None, tile: int | None,
+    *, dtype: str = "float32", platform: str = "cpu",
+) -> int:  # fmt: skip
+    """The encode's transient on `platform` (on CPU, resident), in proportion to the encoder's caches:
+    per 4 pixel frames of a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled
+    into one program. A tile's side counts patchified pixels (as diffusers cuts them): `patch` times
+    as many pixels."""
+    tiled = bool(tile) and pixels > (tile * vae.patch) ** 2
     pixels = min(pixels, (tile * vae.patch) ** 2) if tile else pixels
     caches = VAE_CONTEXT_FRAMES * vae_encoder_cache_channels_per_pixel(vae) * pixels * DTYPE_BYTES[dtype]
     if chunk is None:
@@ -388,7 +408,7 @@ def vae_encode_bytes(
         multiple = held + per_chunk * math.ceil((frames - 1) / 4)
     else:
         multiple = VAE_ENCODE_CACHE_MULTIPLE * max(chunk // 4, 1)
-    return int(VAE_DECODE_RESIDENT * multiple * caches)
+    return int(_held_over_assigned(vae, "encode", tiled, platform) * multiple * caches)
 
 
 def vae_encoder_cache_channels_per_pixel(vae: VaeSpec) -> float:
