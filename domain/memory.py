@@ -26,8 +26,8 @@ The VAE's transients are counted in its caches: each causal 3-frame convolution 
 input's last two frames from one temporal chunk to the next, all of them held together (3.5
 GiB at 832x480 for the Wan 2.1 decoder), and a chunk's activations are in proportion to the
 same widths. Their multiples are XLA's buffer assignment of the published Wan 2.1 and 2.2 VAEs
-at 832x480 and 1280x704 (tests/unit/test_vae_memory_plan.py), times the resident memory XLA:CPU
-holds over its assignment (runtime workspaces: measured 1.33-1.37x on the Wan 2.1 decode).
+at 832x480 and 1280x704 (tests/unit/test_vae_memory_plan.py), compiled as wanjax compiles them
+(XLA's own convolutions on CPU), times the resident memory XLA:CPU holds over its assignment.
 """
 
 from __future__ import annotations
@@ -49,18 +49,22 @@ STEP_BYTES_PER_FFN_WIDTH = 3.3  # per token, row and unit of ffn_dim
 LOGIT_COPIES = 3  # logits, their exponentials and the probabilities cast for PV
 CPU_BF16_UPCAST = 1.6  # XLA's CPU dots run bf16 in fp32: fp32 copies of ~1.6 layers' weights
 VAE_CONTEXT_FRAMES = 2  # frames of its input a causal 3-frame convolution carries to the next chunk
-# The decode's transient in multiples of its caches, held + per_frame x chunk (latent frames): XLA:CPU's
-# buffer assignment of both published VAEs, both convolution forms, chunks 1 and 2, within 15% of each
-VAE_DECODE_CACHE_MULTIPLES = (1.37, 0.785)
-VAE_ENCODE_CACHE_MULTIPLE = 3.5  # the same for the encode, per 4 pixel frames of a scanned chunk
-VAE_ENCODE_UNROLLED_MULTIPLES = (3.6, 1.8)  # unrolled: held + per chunk of 4 pixel frames
-# Resident over XLA's assignment: 1.33 (Wan 2.1 VAE decode, 240x416x9) and 1.37 (832x480x5) measured
-VAE_DECODE_RESIDENT = 1.35
+# The decode's transient in multiples of its caches, held + per_frame x chunk (latent frames), by
+# convolution form: XLA:CPU's buffer assignment of both published VAEs, chunks 1 and 2, within 15% of
+# each (the per-frame form holds each tap's products of a chunk: more per frame than `3d`)
+VAE_DECODE_CACHE_MULTIPLES = {"frames": (1.2, 1.3), "3d": (1.3, 0.8)}
+VAE_ENCODE_CACHE_MULTIPLE = 4.15  # the same for the encode, per 4 pixel frames of a scanned chunk
+VAE_ENCODE_UNROLLED_MULTIPLES = (1.05, 2.0)  # unrolled: held + per chunk of 4 pixel frames
+# Resident over XLA's assignment on CPU (XLA's own convolutions keep their work inside it; YNNPACK's
+# held 1.33-1.37x): 1.00-1.01 for the untiled Wan 2.1 decode and encode at 832x480x9 and the Wan 2.2
+# decode at 1280x704x9, 1.04 for the tiled Wan 2.1 decode at 832x480x9 and the untiled one at 416x240x9
+VAE_DECODE_RESIDENT = 1.02
 # A tiled decode's transient over the untiled plan of one tile, by convolution form, plus every tile's
 # decoded output held for blending, about twice the video (diffusers' tiles overlap by a quarter each
-# way): XLA:CPU's buffer assignment of both published VAEs at 832x480 and 1280x704, within 10% of each
-# (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context)
-VAE_TILED_MULTIPLES = {"frames": 1.04, "3d": 0.94}
+# way): XLA:CPU's buffer assignment of both published VAEs at 832x480 and 1280x704, within 11% of each
+# (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context, and to 1.05
+# of its larger untiled multiples with XLA's own convolutions)
+VAE_TILED_MULTIPLES = {"frames": 1.05, "3d": 0.94}
 VAE_TILE_OUTPUTS = 2.0
 # Off CPU the device holds what XLA assigns (no CPU library's working memory beside it), but that is
 # not the CPU-fitted assignment in the compute dtype: an H200 (JAX 0.11.2, bfloat16, `3d`) held
@@ -68,10 +72,10 @@ VAE_TILE_OUTPUTS = 2.0
 # not), pass and tiling, at 832x480x81, 1280x720x81 and 1280x704x121 (docs/performance.md, "The VAE
 # at real sizes"). The tiled encodes were not measured there: they take the untiled multiples.
 VAE_ACCELERATOR_MULTIPLES = {  # (is_residual, pass, tiled)
-    (False, "decode", False): 1.14, (False, "decode", True): 1.29,
-    (True, "decode", False): 1.48, (True, "decode", True): 1.94,
-    (False, "encode", False): 0.87, (False, "encode", True): 0.87,
-    (True, "encode", False): 1.33, (True, "encode", True): 1.33,
+    (False, "decode", False): 1.17, (False, "decode", True): 1.32,
+    (True, "decode", False): 1.52, (True, "decode", True): 1.99,
+    (False, "encode", False): 0.73, (False, "encode", True): 0.73,
+    (True, "encode", False): 1.12, (True, "encode", True): 1.12,
 }
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.
@@ -361,7 +365,7 @@ def vae_decode_bytes(
     chunk = latent_frames if chunk is None else min(chunk, latent_frames)
     channels = vae_decoder_cache_channels_per_pixel(vae)
     caches = VAE_CONTEXT_FRAMES * channels * (tile**2 if tiled else pixels) * DTYPE_BYTES[dtype] / devices
-    held, per_frame = VAE_DECODE_CACHE_MULTIPLES
+    held, per_frame = VAE_DECODE_CACHE_MULTIPLES[convolution]
     transient = (held + per_frame * chunk) * caches
     if tiled:
         frames = 1 + vae.temporal_compression * (latent_frames - 1)

@@ -9,7 +9,8 @@ high-water mark of the run minus the resident memory before it (Linux VmHWM rese
 /proc/self/clear_refs after the weights, the input and the compile; freed heap returned first), on
 an accelerator the device's peak_bytes_in_use after the run minus its bytes_in_use before (None
 where the compile's autotuning, not the run, set the peak); `planned`, the plan's term for it;
-`xla_temp` and `xla_output`, XLA's buffer assignment; `seconds`, the run.
+`xla_temp` and `xla_output`, XLA's buffer assignment (compiled with wanjax's `xla_options`);
+`seconds`, the run.
 """
 
 from __future__ import annotations
@@ -65,6 +66,7 @@ def main(argv: list[str]) -> None:
     from flax import nnx
 
     from wanjax.adapters.jax.bench import random_vae
+    from wanjax.adapters.jax.platform.compiled import xla_options
 
     name, mode = argv[0], argv[1]
     height, width, frames = (int(v) for v in argv[2:5])
@@ -93,7 +95,7 @@ def main(argv: list[str]) -> None:
         run = lambda p, x: nnx.merge(graphdef, p).encode(x)
     x = jax.device_put(x)
     start = time.perf_counter()
-    compiled = jax.jit(run).lower(params, x).compile()
+    compiled = jax.jit(run).lower(params, x).compile(xla_options())
     analysis = compiled.memory_analysis()
     print(f"compiled in {time.perf_counter() - start:.0f} s, XLA temp {analysis.temp_size_in_bytes / MIB:.0f} MiB", file=sys.stderr)
     measure = _resident_growth if platform == "cpu" else _device_growth

@@ -9,11 +9,12 @@ seconds and the load average, and the end prints per-round ratios to diffusers: 
 CPU the ratio of one round is the figure to quote, the CPU-time one the steadier.
 
 A VARIANT is `NAME:ITEMS`, ITEMS comma-separated: `KEY=VALUE` a VAE config key as on the command
-line (`vae_convolution=3d`, `vae_decode_chunk=2`), `+OPTION=VALUE` an XLA compile option
-(`+xla_cpu_experimental_ynn_fusion_type=`), and a first item `@DIR` traces the convolution and
-upsample code (`CausalConv3d`, `Upsample`) of another checkout's adapters/jax/vae instead of this
-one's (its weight layout must be this one's), to time a change against its base in one run.
-Default: one variant `wanjax:` (the CPU defaults). XLA runs at its default optimisation level
+line (`vae_convolution=3d`, `vae_decode_chunk=2`), `+OPTION=VALUE` an XLA compile option over the
+project's own (`xla_options`: on CPU, no YNNPACK), `xla_defaults` XLA's defaults instead of the
+project's options (YNNPACK's convolutions on CPU), and a first item `@DIR` traces the convolution
+and upsample code (`CausalConv3d`, `Upsample`) of another checkout's adapters/jax/vae instead of
+this one's (its weight layout must be this one's), to time a change against its base in one run.
+Default: one variant `wanjax:` (what wanjax compiles). XLA runs at its default optimisation level
 (this is no pytest run, so tests/conftest.py's XLA_FLAGS do not apply; any set outside are printed).
 """
 
@@ -61,11 +62,13 @@ def _traced_from(checkout: Path | None) -> Iterator[None]:
 
 
 def _parse(variant: str) -> tuple[str, Path | None, dict[str, str], dict[str, str]]:
+    from wanjax.adapters.jax.platform.compiled import xla_options
+
     name, _, text = variant.partition(":")
     items = [item for item in text.split(",") if item]
     checkout = Path(items.pop(0)[1:]) if items and items[0].startswith("@") else None
-    overrides, options = {}, {}
-    for item in items:
+    overrides, options = {}, ({} if "xla_defaults" in items else xla_options())
+    for item in (item for item in items if item != "xla_defaults"):
         key, value = item.split("=", 1)
         (options if key.startswith("+") else overrides)[key.lstrip("+")] = value
     return name, checkout, overrides, options

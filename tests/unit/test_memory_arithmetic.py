@@ -7,6 +7,7 @@ import pytest
 from wanjax.domain import architectures
 from wanjax.domain.memory import (
     GIB,
+    VAE_DECODE_CACHE_MULTIPLES,
     VAE_DECODE_RESIDENT,
     VAE_TILE_OUTPUTS,
     VAE_TILED_MULTIPLES,
@@ -84,19 +85,21 @@ def test_vae_tiling_and_chunks_bound_the_decode():
     untiled = _parts(at_720p)["VAE decode activations"]
     tiled = _parts(attrs.evolve(at_720p, vae_tile=256))["VAE decode activations"]
     unrolled = _parts(attrs.evolve(at_720p, vae_decode_chunk=None))["VAE decode activations"]
+    untiled_3d = _parts(attrs.evolve(at_720p, vae_convolution="3d"))["VAE decode activations"]
     tiled_3d = _parts(attrs.evolve(at_720p, vae_tile=256, vae_convolution="3d"))["VAE decode activations"]
-    # One tile's plan by the form's multiple, plus every tile's output: twice the 81-frame video.
+    # One tile's plan (in its form) by the form's multiple, plus every tile's output: twice the 81-frame video.
     outputs = VAE_DECODE_RESIDENT * VAE_TILE_OUTPUTS * 3 * 1280 * 720 * 81 * 4
-    one_tile = untiled * 256**2 / (1280 * 720)
+    one_tile, one_tile_3d = (plan * 256**2 / (1280 * 720) for plan in (untiled, untiled_3d))
     assert tiled == pytest.approx(VAE_TILED_MULTIPLES["frames"] * one_tile + outputs, rel=1e-6)
-    assert tiled_3d == pytest.approx(VAE_TILED_MULTIPLES["3d"] * one_tile + outputs, rel=1e-6)
+    assert tiled_3d == pytest.approx(VAE_TILED_MULTIPLES["3d"] * one_tile_3d + outputs, rel=1e-6)
     assert tiled_3d < tiled < untiled / 3
     assert unrolled > 7 * untiled  # all 21 latent frames' activations in one program
 
 
 def test_the_decode_plans_the_caches_at_832x480_and_encoding_a_video_counts():
     decode = _parts(attrs.evolve(WAN13_480P81, rows=1, tokens=16))["VAE decode activations"]
-    assert 3 * GIB < decode / 3 < 4 * GIB  # the Wan 2.1 decoder's caches: 3.5 GiB at 832x480
+    multiple = VAE_DECODE_RESIDENT * sum(VAE_DECODE_CACHE_MULTIPLES["frames"])  # chunk 1
+    assert 3 * GIB < decode / multiple < 4 * GIB  # the Wan 2.1 decoder's caches: 3.5 GiB at 832x480
     encoding = attrs.evolve(WAN13_480P81, rows=1, tokens=16, vae_encode_frames=81)
     unrolled = _parts(attrs.evolve(encoding, vae_encode_chunk=None))
     assert "VAE encode activations" in unrolled and "VAE decode activations" not in unrolled

@@ -1,8 +1,9 @@
 """The memory plan's VAE terms against XLA's own buffer assignment of the published VAEs.
 
-Only compiled, never run: the weights are abstract (`nnx.eval_shape`), so each case costs its
-compile (seconds). The plan counts resident memory, which on XLA:CPU exceeds the assignment by
-`VAE_DECODE_RESIDENT`; divided by it, the plan must be within 15% of what XLA assigns. Real sizes;
+Only compiled (with wanjax's XLA options: XLA's own convolutions on CPU), never run: the weights
+are abstract (`nnx.eval_shape`), so each case costs its compile (seconds). The plan counts
+resident memory, which on XLA:CPU exceeds the assignment by `VAE_DECODE_RESIDENT`; divided by it,
+the plan must be within 15% of what XLA assigns. Real sizes;
 frame counts that scan two steps at least (one step, XLA drops the loop and assigns much less,
 which the plan overestimates); memory is flat in frames beyond. A tiled encode of two tiles of the
 Wan 2.2 VAE (512 pixels square: diffusers cuts them after patchifying; the plan once took a
@@ -16,6 +17,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
+from wanjax.adapters.jax.platform.compiled import xla_options
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
 from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
@@ -46,7 +48,7 @@ def _assigned(spec: VaeSpec, mode: str, height: int, width: int, frames: int, ru
     else:
         x = jax.ShapeDtypeStruct((1, frames, height, width, 3), np.float32)
         run = lambda p, x: nnx.merge(graphdef, p).encode(x)
-    return jax.jit(run).lower(params, x).compile().memory_analysis().temp_size_in_bytes
+    return jax.jit(run).lower(params, x).compile(xla_options()).memory_analysis().temp_size_in_bytes
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)

@@ -25,7 +25,7 @@ from jax.typing import DTypeLike
 from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays, scan_denoise
 from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache
-from wanjax.adapters.jax.platform.compiled import CompiledFunction
+from wanjax.adapters.jax.platform.compiled import CompiledFunction, xla_options
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.platform.residency import Residency
@@ -79,7 +79,7 @@ class DenoisingProgram:
         self.options = options
         self._rope_tables = experts[0].rope_tables
         self._in_channels = experts[0].spec.in_channels
-        compiler = _compiler_options()
+        compiler = xla_options()
         self.cross_kv = CompiledFunction(self.cross_attention_kv, compiler_options=compiler)
         self.step = CompiledFunction(self.guided_step, compiler_options=compiler)
         self.loop = CompiledFunction(self.scan_loop, compiler_options=compiler)
@@ -222,18 +222,6 @@ class DenoisingProgram:
         """The steps of `steps` (`PlanArrays.of(plan)`, or a segment of it) as one `lax.scan`, from
         `state` and `cache` (`initial_cache` before the first step)."""
         return scan_denoise(self.model, params, state, steps, inputs, cache)
-
-
-def _compiler_options() -> dict[str, str]:
-    """XLA options for the denoising executables: on CPU, no YNNPACK fusions.
-
-    This jaxlib hands CPU dots (with the softmax around attention's) to YNNPACK by default; for
-    the Wan step XLA's own dot emitter and loop fusions cost less CPU time per step (1.3B
-    architecture, 4 layers, same run as diffusers: fp32 0.82 of diffusers' CPU time instead of
-    0.91, bf16 9.1 s instead of 10.9 s; docs/performance.md). XLA's dots then round by their
-    shape: code that must match another path bit for bit runs the same dots (`stacked_key_values`).
-    """
-    return {"xla_cpu_experimental_ynn_fusion_type": ""} if jax.default_backend() == "cpu" else {}
 
 
 def _on_device(conditioning: Conditioning) -> Conditioning:

@@ -53,7 +53,7 @@ def stacked_key_values(
     Every layout computes them one block at a time, as `stream` must, so each block's
     projections are the same [tokens, D] x [D, N] dots: a `vmap` over the blocks would let XLA
     merge all blocks' projections of the shared text into one wider dot, whose CPU kernel
-    (without YNNPACK, `denoising.program._compiler_options`) rounds differently, and streamed
+    (without YNNPACK, `platform.compiled.xla_options`) rounds differently, and streamed
     latents would no longer equal resident ones bit for bit."""
     if stream:
 

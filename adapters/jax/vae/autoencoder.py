@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from wanjax.adapters.jax.platform.compiled import CompiledFunction
+from wanjax.adapters.jax.platform.compiled import CompiledFunction, xla_options
 from wanjax.adapters.jax.platform.residency import RESIDENT, Residency
 from wanjax.adapters.jax.vae.model import WanVAE, to_uint8
 from wanjax.adapters.jax.vae.sharding import SpatialSharding
@@ -35,9 +35,10 @@ class JaxVideoAutoencoder:
         if spatial is not None:
             self._params = jax.device_put(self._params, spatial.replicated)
         self._params = residency.at_rest(self._params)
-        self._decode = CompiledFunction(self._decode_to_uint8)
-        self._encode = CompiledFunction(self._encode_normalized)
-        self._decode_unit = CompiledFunction(self._decode_to_unit)
+        options = xla_options()
+        self._decode = CompiledFunction(self._decode_to_uint8, compiler_options=options)
+        self._encode = CompiledFunction(self._encode_normalized, compiler_options=options)
+        self._decode_unit = CompiledFunction(self._decode_to_unit, compiler_options=options)
 
     def _decode_to_uint8(self, params: nnx.State, latents: jax.Array) -> tuple[jax.Array, jax.Array]:
         """The frames, and whether every decoded value was finite (NaN would become some uint8)."""
