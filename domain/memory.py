@@ -404,8 +404,9 @@ def vae_encode_bytes(
     per 4 pixel frames of a scanned chunk, or (`chunk` None) held plus per chunk of 4 frames unrolled
     into one program. A tile's side counts patchified pixels (as diffusers cuts them): `patch` times
     as many pixels."""
-    tiled = bool(tile) and pixels > (tile * vae.patch) ** 2
-    pixels = min(pixels, (tile * vae.patch) ** 2) if tile else pixels
+    tile_pixels = (tile * vae.patch) ** 2 if tile else pixels
+    tiled = pixels > tile_pixels
+    pixels = min(pixels, tile_pixels)
     caches = VAE_CONTEXT_FRAMES * vae_encoder_cache_channels_per_pixel(vae) * pixels * DTYPE_BYTES[dtype]
     if chunk is None:
         held, per_chunk = VAE_ENCODE_UNROLLED_MULTIPLES

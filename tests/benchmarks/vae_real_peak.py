@@ -34,6 +34,10 @@ from wanjax.domain.memory import vae_decode_bytes, vae_encode_bytes
 MIB = 2**20
 
 
+def _mib(size: int | None) -> float | None:
+    return None if size is None else size / MIB
+
+
 def _status_kib(field: str) -> int:
     return int(re.search(rf"{field}:\s+(\d+) kB", Path("/proc/self/status").read_text()).group(1))
 
@@ -107,8 +111,8 @@ def main(argv: list[str]) -> None:
         "vae": name, "mode": mode, "size": [height, width, frames], "settings": overrides,
         "platform": platform, "device": jax.devices()[0].device_kind, "dtype": settings.dtype,
         "convolution": settings.convolution,
-        "measured": measured.get("bytes") and measured["bytes"] / MIB, "measured_as": measured["as"],
-        "device_peak_before_run": measured.get("peak_before_run") and measured["peak_before_run"] / MIB,
+        "measured": _mib(measured["bytes"]), "measured_as": measured["as"],
+        "device_peak_before_run": _mib(measured.get("peak_before_run")),
         "planned": planned / MIB,
         "xla_temp": analysis.temp_size_in_bytes / MIB, "xla_output": analysis.output_size_in_bytes / MIB,
         "seconds": round(seconds, 2),
