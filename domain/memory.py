@@ -56,15 +56,16 @@ VAE_DECODE_CACHE_MULTIPLES = {"frames": (1.2, 1.3), "3d": (1.3, 0.8)}
 VAE_ENCODE_CACHE_MULTIPLE = 4.15  # the same for the encode, per 4 pixel frames of a scanned chunk
 VAE_ENCODE_UNROLLED_MULTIPLES = (1.05, 2.0)  # unrolled: held + per chunk of 4 pixel frames
 # Resident over XLA's assignment on CPU (XLA's own convolutions keep their work inside it; YNNPACK's
-# held 1.33-1.37x): 1.00-1.01 for the untiled Wan 2.1 decode and encode at 832x480x9 and the Wan 2.2
-# decode at 1280x704x9, 1.04 for the tiled Wan 2.1 decode at 832x480x9 and the untiled one at 416x240x9
+# held 1.33-1.37x): 1.00-1.01 for the untiled decodes and encodes of both VAEs at 832x480x9, 1280x720x9
+# and 1280x704x9; 1.04-1.05 for the tiled decodes and the Wan 2.1 decode at 416x240x9
 VAE_DECODE_RESIDENT = 1.02
 # A tiled decode's transient over the untiled plan of one tile, by convolution form, plus every tile's
 # decoded output held for blending, about twice the video (diffusers' tiles overlap by a quarter each
-# way): XLA:CPU's buffer assignment of both published VAEs at 832x480 and 1280x704, within 11% of each
-# (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context, and to 1.05
-# of its larger untiled multiples with XLA's own convolutions)
-VAE_TILED_MULTIPLES = {"frames": 1.05, "3d": 0.94}
+# way): XLA:CPU's buffer assignment of both published VAEs at 832x480 and 1280x704, within 15% of each
+# (the per-frame form's 1.36 fell to 1.04 once it skipped the first chunk's zero context; 1.08 of its
+# larger untiled multiples with XLA's own convolutions, the Wan 2.1 and 2.2 decodes' resident growth
+# at +9% and -13% of the plan, as their assignments at +14% and -5%)
+VAE_TILED_MULTIPLES = {"frames": 1.08, "3d": 0.94}
 VAE_TILE_OUTPUTS = 2.0
 # Off CPU the device holds what XLA assigns (no CPU library's working memory beside it), but that is
 # not the CPU-fitted assignment in the compute dtype: an H200 (JAX 0.11.2, bfloat16, `3d`) held
