@@ -16,9 +16,9 @@ def xla_options() -> dict[str, str]:
     default; XLA's own emitters cost less CPU time for both models. The Wan step (1.3B architecture,
     4 layers, same run as diffusers): fp32 0.82 of diffusers' CPU time instead of 0.91, bf16 9.1 s
     instead of 10.9 s. The Wan 2.1 VAE decode at 832x480x9: 0.65 of diffusers' CPU time instead of
-    0.85, its top-level 3x3x3 convolutions 1.04x torch's instead of 1.37x, and its resident memory
-    1.04x XLA's buffer assignment instead of 1.35x (YNNPACK's workspaces live outside it;
-    docs/performance.md). XLA's dots then round by their shape: code that must match another path
+    0.85 (at 81 frames 0.60, where YNNPACK's was 1.05), its top-level 3x3x3 convolutions 1.04x
+    torch's instead of 1.37x, and its resident memory 1.00-1.05x XLA's buffer assignment instead
+    of 1.35x (YNNPACK's workspaces live outside it; docs/performance.md). XLA's dots then round by their shape: code that must match another path
     bit for bit runs the same dots (`stacked_key_values`).
     """
     return {"xla_cpu_experimental_ynn_fusion_type": ""} if jax.default_backend() == "cpu" else {}
