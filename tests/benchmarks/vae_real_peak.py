@@ -29,7 +29,7 @@ import numpy as np
 from wanjax.application.builders import vae_runtime
 from wanjax.application.presets import resolve_config
 from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
-from wanjax.domain.memory import vae_decode_bytes, vae_encode_bytes
+from wanjax.domain.vae_memory import vae_decode_bytes, vae_encode_bytes
 
 MIB = 2**20
 

@@ -7,16 +7,18 @@ import pytest
 from wanjax.domain import architectures
 from wanjax.domain.memory import (
     GIB,
-    VAE_DECODE_CACHE_MULTIPLES,
-    VAE_DECODE_RESIDENT,
-    VAE_TILE_OUTPUTS,
-    VAE_TILED_MULTIPLES,
     Workload,
     advice,
     plan_memory,
     transformer_parameters,
 )
 from wanjax.domain.specs import VaeSpec
+from wanjax.domain.vae_memory import (
+    VAE_DECODE_CACHE_MULTIPLES,
+    VAE_DECODE_RESIDENT,
+    VAE_TILE_OUTPUTS,
+    VAE_TILED_MULTIPLES,
+)
 
 WAN13_480P81 = Workload(  # Wan 2.1 1.3B at 832x480x81 with guidance, fp32
     transformer=architectures.WAN21_T2V_1_3B, rows=2, tokens=21 * 30 * 52, text_tokens=512,

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
-from wanjax.domain.memory import vae_decode_bytes, vae_encode_bytes
+from wanjax.domain.vae_memory import vae_decode_bytes, vae_encode_bytes
 from wanjax.domain.settings import VaeSettings
 
 RECORD = Path(__file__).parents[2] / "docs/benchmarks/device-check-nvidia-h200-2026-11-26-vae-real-sizes.json"

@@ -10,7 +10,7 @@ from flax import nnx
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime
 from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
-from wanjax.domain.memory import (
+from wanjax.domain.vae_memory import (
     VAE_CONTEXT_FRAMES,
     vae_decoder_cache_channels_per_pixel,
     vae_encoder_cache_channels_per_pixel,

@@ -21,7 +21,7 @@ from wanjax.adapters.jax.platform.compiled import xla_options
 from wanjax.adapters.jax.vae.model import WanVAE
 from wanjax.adapters.jax.vae.runtime import VaeRuntime, VaeTiling
 from wanjax.domain.architectures import WAN21_VAE, WAN22_VAE
-from wanjax.domain.memory import VAE_DECODE_RESIDENT, vae_decode_bytes, vae_encode_bytes
+from wanjax.domain.vae_memory import VAE_DECODE_RESIDENT, vae_decode_bytes, vae_encode_bytes
 from wanjax.domain.specs import VaeSpec
 
 # Two 256-pixel tiles side by side, of one shape: one tile body to compile (diffusers' overlapping
