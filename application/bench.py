@@ -19,7 +19,7 @@ from wanjax.application.container import build_container
 from wanjax.application.memory import planned_on_this_device
 from wanjax.application.presets import preset_names, resolve_config
 from wanjax.domain.architectures import ARCHITECTURES, Architecture, published_architecture
-from wanjax.domain.bench import BenchResult, Peak
+from wanjax.domain.bench import BenchResult, DiffusersSteps, Peak
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.config import GenerationConfig
@@ -43,6 +43,7 @@ DEFAULT_STEPS = 3
 # n of the measured [n, n] @ [n, n] ceiling: big enough to reach a CPU's peak in a fraction of a second,
 # and (for accelerators missing from the datasheet table) a GPU's
 CPU_CEILING_SIZE, CEILING_SIZE = 2048, 16384
+COMPILE_BACKEND = "inductor"  # torch.compile's default: what PyTorch users deploy
 
 
 @attrs.frozen(kw_only=True)
@@ -59,7 +60,8 @@ class BenchOptions:
     attention: str | None = None
     dtype: str | None = None
     vae: bool = False
-    vs_diffusers: bool = False
+    vs: str | None = None
+    """A baseline timed on the same shapes first (BASELINES): diffusers eager, or eager and compiled."""
     overrides: dict[str, object] = attrs.field(factory=dict)
     """Any config key (`--set`), e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d."""
     profile_dir: Path | None = None
@@ -181,10 +183,12 @@ def run_bench(options: BenchOptions) -> BenchResult:
         work = attrs.evolve(work, offload=offload)
     memory_plan = planned_on_this_device(work)
     check_fits(memory_plan, work)
-    diffusers_device = _diffusers_device() if options.vs_diffusers else None
-    diffusers_seconds, diffusers_decode = None, None
-    if diffusers_device is not None:  # first, in its own process: its memory is gone before JAX's grows
-        diffusers_seconds = _diffusers_seconds(bench, diffusers_device)
+    diffusers_device = _diffusers_device() if options.vs is not None else None
+    diffusers, compiled, diffusers_decode = None, None, None
+    if diffusers_device is not None:  # first, in its own processes: their memory is gone before JAX's grows
+        diffusers = _diffusers_steps(bench, diffusers_device)
+        if options.vs == "diffusers-compiled":
+            compiled = _diffusers_steps(bench, diffusers_device, compile_backend=COMPILE_BACKEND)
         diffusers_decode = _diffusers_decode(bench, diffusers_device) if options.vae else None
     from wanjax.adapters.jax import bench as jax_bench
 
@@ -219,7 +223,8 @@ def run_bench(options: BenchOptions) -> BenchResult:
         vae_compile_seconds=None if decode is None else decode.compile_seconds,
         vae_memory=None if decode is None else decode.memory,
         diffusers_vae_seconds=diffusers_decode,
-        diffusers_seconds_per_step=diffusers_seconds,
+        diffusers=diffusers,
+        diffusers_compiled=compiled,
         diffusers_device=diffusers_device,
         offload=work.offload,
         offload_bytes_per_step=moved[0],
@@ -301,7 +306,7 @@ def _diffusers_device() -> str:
     return torch_device(default_device().platform)
 
 
-def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
+def _diffusers_steps(bench: BenchPlan, device: str, compile_backend: str | None = None) -> DiffusersSteps:
     from wanjax.adapters.torch.diffusers_bench import run_apart, time_diffusers_steps
 
     g = bench.geometry
@@ -310,7 +315,7 @@ def _diffusers_seconds(bench: BenchPlan, device: str) -> float:
         bench.architecture.transformer, (bench.copies, g.frames, g.height, g.width, g.channels),
         bench.settings.text_encoder.max_sequence_length, bench.architecture.image_tokens,
         guidance_scale=bench.request.guidance_scale, dtype=bench.dtype, device=device,
-        steps=bench.request.num_inference_steps,
+        steps=bench.request.num_inference_steps, compile_backend=compile_backend,
     )  # fmt: skip
 
 

@@ -10,6 +10,9 @@ from typing import Any
 
 import attrs
 
+# `bench --vs`: diffusers' eager steps, or those and the same model under torch.compile (minutes of compiling)
+BASELINES = ("diffusers", "diffusers-compiled")
+
 
 @attrs.frozen(kw_only=True)
 class Peak:
@@ -25,6 +28,18 @@ class MemoryPeak:
 
     bytes: int
     source: str
+
+
+@attrs.frozen(kw_only=True)
+class DiffusersSteps:
+    """diffusers' guided steps on the same shapes: eager, or under `torch.compile` (`compiled_with`
+    names its backend; `compile_seconds` is its first call: tracing, code generation and one step);
+    `attention` is its attention backend and, on CUDA, the kernels it launched."""
+
+    seconds_per_step: float
+    attention: str
+    compile_seconds: float | None = None
+    compiled_with: str | None = None
 
 
 @attrs.frozen(kw_only=True)
@@ -58,7 +73,10 @@ class BenchResult:
     """What the decode itself added at its peak."""
     diffusers_vae_seconds: tuple[float, float] | None = None
     """diffusers' decode of the same shape: untiled, tiled."""
-    diffusers_seconds_per_step: float | None = None
+    diffusers: DiffusersSteps | None = None
+    """diffusers' eager steps (`--vs diffusers`)."""
+    diffusers_compiled: DiffusersSteps | None = None
+    """The same under torch.compile (`--vs diffusers-compiled`, beside the eager ones)."""
     diffusers_device: str | None = None
     offload: str = "none"
     offload_bytes_per_step: int = 0  # host -> device weight bytes of one step (offload=layers)
@@ -76,9 +94,13 @@ class BenchResult:
 
     @property
     def speedup_over_diffusers(self) -> float | None:
-        if self.diffusers_seconds_per_step is None:
+        return None if self.diffusers is None else self.diffusers.seconds_per_step / self.seconds_per_step
+
+    @property
+    def speedup_over_compiled_diffusers(self) -> float | None:
+        if self.diffusers_compiled is None:
             return None
-        return self.diffusers_seconds_per_step / self.seconds_per_step
+        return self.diffusers_compiled.seconds_per_step / self.seconds_per_step
 
     def as_json(self) -> dict[str, Any]:
         """The `--json` object: flat keys, plain numbers and strings."""
@@ -118,10 +140,19 @@ class BenchResult:
                 diffusers_vae_seconds=untiled, diffusers_vae_tiled_seconds=tiled,
                 vae_speedup_over_diffusers=untiled / self.vae_seconds,
             )  # fmt: skip
-        if self.diffusers_seconds_per_step is not None:
+        if self.diffusers is not None:
             record.update(
-                diffusers_seconds_per_step=self.diffusers_seconds_per_step,
+                diffusers_seconds_per_step=self.diffusers.seconds_per_step,
                 diffusers_device=self.diffusers_device,
+                diffusers_attention=self.diffusers.attention,
                 speedup_over_diffusers=self.speedup_over_diffusers,
+            )
+        if self.diffusers_compiled is not None:
+            record.update(
+                diffusers_compiled_seconds_per_step=self.diffusers_compiled.seconds_per_step,
+                diffusers_compile_seconds=self.diffusers_compiled.compile_seconds,
+                diffusers_compiled_with=self.diffusers_compiled.compiled_with,
+                diffusers_compiled_attention=self.diffusers_compiled.attention,
+                speedup_over_compiled_diffusers=self.speedup_over_compiled_diffusers,
             )
         return record

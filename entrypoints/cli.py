@@ -114,6 +114,7 @@ def _add_mode_inputs(parser: argparse.ArgumentParser) -> None:
 
 def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     from wanjax.domain.attention import ATTENTION_BACKENDS
+    from wanjax.domain.bench import BASELINES
     from wanjax.domain.settings import DTYPES
 
     bench = commands.add_parser(
@@ -128,7 +129,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--attention", choices=ATTENTION_BACKENDS, help="default: the preset's")
     bench.add_argument("--dtype", choices=DTYPES, help="default: the preset's (auto: bfloat16, float32 on CPU)")
     bench.add_argument("--vae", action="store_true", help="also time one VAE decode of the latents")
-    bench.add_argument("--vs", choices=("diffusers",), help="also time diffusers' WanTransformer3DModel, same shapes")
+    bench.add_argument("--vs", choices=BASELINES, help="also time diffusers' WanTransformer3DModel, same shapes: "
+                       "eager, or eager and under torch.compile (diffusers-compiled; minutes of compiling)")
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d; repeatable")
     bench.add_argument("--profile", type=Path, metavar="DIR",
@@ -365,7 +367,7 @@ def _bench(args: argparse.Namespace) -> int:
     flags = ("layers", "steps", "height", "width", "num_frames", "attention", "dtype")
     given = {key: getattr(args, key) for key in flags}
     options = BenchOptions(
-        model=args.model, vae=args.vae, vs_diffusers=args.vs == "diffusers", overrides=set_items(args.set),
+        model=args.model, vae=args.vae, vs=args.vs, overrides=set_items(args.set),
         profile_dir=args.profile,
         **{key: value for key, value in given.items() if value is not None},
     )  # fmt: skip
@@ -409,11 +411,16 @@ def bench_report(result: BenchResult) -> str:
         lines.append(
             f"diffusers  decode {untiled:.3f} s, tiled {tiled:.3f} s: wanjax's is {untiled / result.vae_seconds:.2f}x as fast"
         )
-    if result.diffusers_seconds_per_step is not None:
-        lines.append(
-            f"diffusers  {result.diffusers_seconds_per_step:.4f} s/step on {result.diffusers_device}: "
-            f"wanjax is {result.speedup_over_diffusers:.2f}x as fast"
-        )
+    for label, steps, speedup in (
+        ("eager", result.diffusers, result.speedup_over_diffusers),
+        ("torch.compile", result.diffusers_compiled, result.speedup_over_compiled_diffusers),
+    ):
+        if steps is not None:
+            compiled = f", compile {steps.compile_seconds:.1f} s" if steps.compile_seconds is not None else ""
+            lines.append(
+                f"diffusers  {steps.seconds_per_step:.4f} s/step on {result.diffusers_device}, {label}{compiled}, "
+                f"attention {steps.attention}: wanjax is {speedup:.2f}x as fast"
+            )
     return "\n".join(lines)
 
 

@@ -8,6 +8,9 @@ process the second would see the first's peak as taken (a 14B model twice over).
 
 A step is the transformer forward on the guidance batch plus the guidance combination, as
 diffusers' WanPipeline runs it (its scheduler update is left out: elementwise, negligible).
+The tuned baseline is the same model under `torch.compile` (inductor, its default mode), the
+way PyTorch users deploy it; its first call (tracing, code generation and one step) is reported
+apart from the steps.
 diffusers is a test dependency, imported only here and only when asked for.
 """
 
@@ -16,17 +19,22 @@ from __future__ import annotations
 import importlib.util
 import multiprocessing
 import os
+import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from typing import TypeVar
 
 import attrs
 import torch
 
+from wanjax.domain.bench import DiffusersSteps
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 TORCH_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+ATTENTION_KERNEL = re.compile(r"flash|fmha|sdpa|attention|efficient", re.IGNORECASE)
+T = TypeVar("T")
 
 
 def require_diffusers() -> None:
@@ -103,13 +111,18 @@ def time_diffusers_steps(
     dtype: str,
     device: str,
     steps: int,
-) -> float:
-    """Seconds per guided step on latents [B, F', H', W', C] (B = 2 under guidance), after one
-    untimed step. On the CPU torch gets as many threads as XLA's pool (the cores this process may use)."""
+    compile_backend: str | None = None,
+) -> DiffusersSteps:
+    """Guided steps on latents [B, F', H', W', C] (B = 2 under guidance), timed after one untimed
+    step; with `compile_backend` ("inductor": tuned) the model runs under `torch.compile` and that
+    first step's seconds are its compile time. On the CPU torch gets as many threads as XLA's pool
+    (the cores this process may use)."""
     if device == "cpu":
         torch.set_num_threads(len(os.sched_getaffinity(0)))
     torch.manual_seed(0)
     model = _random_model(spec, TORCH_DTYPES[dtype], device)
+    if compile_backend is not None:
+        model = torch.compile(model, backend=compile_backend)
     batch, frames, height, width, _ = latent_shape
     make = dict(device=device, dtype=TORCH_DTYPES[dtype])
     inputs = dict(
@@ -131,13 +144,34 @@ def time_diffusers_steps(
             return unconditional + guidance_scale * (conditional - unconditional)
 
     synchronize = torch.cuda.synchronize if device == "cuda" else (lambda: None)
+    first = time.perf_counter()
     step()
     synchronize()
+    first = time.perf_counter() - first
+    attention = _attention_in_use(step, device)
     start = time.perf_counter()
     for _ in range(steps):
         step()
     synchronize()
-    return (time.perf_counter() - start) / steps
+    seconds = (time.perf_counter() - start) / steps
+    return DiffusersSteps(
+        seconds_per_step=seconds, attention=attention, compile_seconds=None if compile_backend is None else first,
+        compiled_with=compile_backend,
+    )  # fmt: skip
+
+
+def _attention_in_use(step: Callable[[], torch.Tensor], device: str) -> str:
+    """diffusers' attention backend (DIFFUSERS_ATTN_BACKEND; `native` is torch's SDPA) and, on CUDA,
+    the attention kernels one profiled step launched (SDPA picks flash, cuDNN or memory-efficient)."""
+    from diffusers.utils.constants import DIFFUSERS_ATTN_BACKEND
+
+    if device != "cuda":
+        return f"{DIFFUSERS_ATTN_BACKEND} ({device})"
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as profile:
+        step()
+        torch.cuda.synchronize()
+    kernels = sorted({e.name for e in profile.events() if ATTENTION_KERNEL.search(e.name)})
+    return f"{DIFFUSERS_ATTN_BACKEND}: {', '.join(k[:80] for k in kernels) or 'no attention kernel recognised'}"
 
 
 def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled: bool, device: str) -> float:
@@ -162,7 +196,7 @@ def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled
     return time.perf_counter() - start
 
 
-def run_apart(fn: Callable[..., float], *args: object, **kwargs: object) -> float:
+def run_apart(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
     """`fn(*args, **kwargs)` in a fresh (spawned) process, which returns all its memory on exit."""
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
         return pool.submit(fn, *args, **kwargs).result()

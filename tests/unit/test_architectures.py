@@ -9,7 +9,7 @@ import pytest
 
 from wanjax.application.presets import load_preset, preset_names
 from wanjax.domain.architectures import ARCHITECTURES, published_architecture
-from wanjax.domain.bench import BenchResult, MemoryPeak, Peak
+from wanjax.domain.bench import BenchResult, DiffusersSteps, MemoryPeak, Peak
 from wanjax.domain.devices import device_peak
 from wanjax.domain.errors import UnsupportedModelError
 
@@ -62,15 +62,21 @@ def test_mfu_and_json() -> None:
     result = BenchResult(
         device="gpu: x", model="demo", layers=2, shape={"height": 16}, dtype="bfloat16", weights_dtype="bfloat16", attention="xla", steps=3,
         seconds_per_step=0.5, flops_per_step=10**12, peak=Peak(flops=4e12, source="datasheet"),
-        memory=MemoryPeak(bytes=2**30, source="device"), run_memory=MemoryPeak(bytes=2**31, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0, diffusers_seconds_per_step=2.0,
+        memory=MemoryPeak(bytes=2**30, source="device"), run_memory=MemoryPeak(bytes=2**31, source="device"), planned_memory_bytes=2**29, compile_seconds=1.0,
+        diffusers=DiffusersSteps(seconds_per_step=2.0, attention="native: flash"),
+        diffusers_compiled=DiffusersSteps(seconds_per_step=0.75, attention="native: flash", compile_seconds=60.0, compiled_with="inductor"),
         diffusers_device="cuda",
     )  # fmt: skip
     assert result.mfu == pytest.approx(0.5)
     assert result.speedup_over_diffusers == pytest.approx(4.0)
+    assert result.speedup_over_compiled_diffusers == pytest.approx(1.5)
     record = result.as_json()
     assert record["mfu"] == pytest.approx(0.5) and record["peak_memory_bytes"] == 2**30
     assert record["planned_peak_memory_bytes"] == 2**29
-    assert record["diffusers_seconds_per_step"] == 2.0
+    assert record["diffusers_seconds_per_step"] == 2.0 and record["diffusers_attention"] == "native: flash"
+    assert record["diffusers_compiled_seconds_per_step"] == 0.75 and record["diffusers_compile_seconds"] == 60.0
+    assert record["speedup_over_compiled_diffusers"] == pytest.approx(1.5)
+    assert record["diffusers_compiled_with"] == "inductor"
     assert "vae_seconds" not in record and record["run_peak_memory_bytes"] == 2**31
 
 
