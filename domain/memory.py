@@ -15,12 +15,15 @@ in (the text encoder's to the text encoding, one expert and the KV cache to the 
 VAE's to its encode and decode), so the peak is the largest phase, not the sum; the host then
 holds every component's weights, listed apart (domain/offload.py).
 
-The activation coefficients are XLA's own buffer assignment on CPU, fitted over the 1.3B,
+The activation coefficients on CPU are XLA's own buffer assignment, fitted over the 1.3B,
 5B and 14B architectures at 4680 and 9360 tokens (`compiled.memory_analysis()`, fp32,
 scanned layers, blockwise attention; each term within 8% of it): per token and row, 38
 bytes per unit of model width and 3.3 per unit of FFN width; plus the attention's live
 logits. The CPU baseline is fitted to the peak resident memory of demo-model runs
-(tests/integration/test_memory_plan.py).
+(tests/integration/test_memory_plan.py). On a GPU the terms are fitted to the device peaks an
+H200 recorded for bf16 guided steps of the 1.3B (10920 and 32760 tokens, 1 and 30 layers) and
+the 14B (75600 tokens, bf16 and fp8 weights), each planned 1-7% above its peak
+(tests/unit/test_gpu_step_plan.py holds them to the records in docs/benchmarks/).
 
 The VAE's transients: domain/vae_memory.py.
 """
@@ -47,7 +50,12 @@ CPU_BF16_UPCAST = 1.6  # XLA's CPU dots run bf16 in fp32: fp32 copies of ~1.6 la
 # torch, transformers and the encoder's runtime in the process, where the text encoder shares the
 # device's memory (CPU): demo runs with the encoder loaded peak 0.47 GiB above those without.
 TEXT_ENCODER_RUNTIME = 480 * 2**20
-RUNTIME_BASELINE = {"cpu": 370 * 2**20, "gpu": 1 * GIB, "tpu": 1 * GIB}  # interpreter, libraries, XLA
+# per token, row and unit of inner_dim / ffn_dim of a bf16 step on a GPU (fp32 activations: twice)
+GPU_STEP_BYTES_PER_WIDTH, GPU_STEP_BYTES_PER_FFN_WIDTH = 8.0, 3.45
+# The process's own memory beside the buffers: on CPU the interpreter, libraries and XLA; on a GPU what
+# XLA's and cuDNN's workspaces take from the allocator (the CUDA context lies outside the allocator's
+# limit, which is what a GPU plan is checked against).
+RUNTIME_BASELINE = {"cpu": 370 * 2**20, "gpu": GIB // 4, "tpu": 1 * GIB}
 
 
 @attrs.frozen(kw_only=True)
@@ -292,10 +300,13 @@ def _step_activations(work: Workload, platform: str) -> int:
     spec = work.transformer
     rows = math.ceil(work.rows / work.row_shards)
     tokens = math.ceil(work.tokens / work.token_shards)
-    per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
+    if platform == "gpu":  # fitted in bf16
+        per_token = GPU_STEP_BYTES_PER_WIDTH * spec.inner_dim + GPU_STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
+        per_token *= DTYPE_BYTES[work.activations_dtype] / 2
+    else:  # fitted in fp32 on CPU; a TPU's, unmeasured, scaled to its dtype
+        per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
+        per_token *= 1 if platform == "cpu" else DTYPE_BYTES[work.activations_dtype] / 4
     stream = rows * tokens * per_token
-    if platform != "cpu":  # fitted in fp32; an H200 held 11.5 GiB of bf16 step activations where this says 34.3
-        stream *= DTYPE_BYTES[work.activations_dtype] / 4
     heads, hints = spec.num_attention_heads, len(spec.vace_layers or ())
     if work.attention in MATERIALISES_LOGITS:  # every query's logits over every key, at once
         queries, keys = tokens, work.tokens
