@@ -265,7 +265,7 @@ def diffusers_parity(out: Path, smoke: bool) -> dict:
 
 
 def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smoke: bool, out: Path,
-           vs_diffusers: bool = True, vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None,
+           vs: str | None = "diffusers-compiled", vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None,
            extra: tuple[str, ...] = ()) -> dict:
     """`wanjax bench` in its own process (`extra`: more of its flags); in the smoke run the demo
     model at its own small size."""
@@ -278,10 +278,10 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
     if layers is not None and not smoke:
         argv += ["--layers", str(layers)]
     reason = None
-    if vs_diffusers and importlib.util.find_spec("torch") is not None:
-        argv += ["--vs", "diffusers"]
-    elif vs_diffusers:
-        reason = "no --vs diffusers: needs torch (the smoke venv has none)"
+    if vs is not None and importlib.util.find_spec("torch") is not None:
+        argv += ["--vs", vs]
+    elif vs is not None:
+        reason = f"no --vs {vs}: needs torch (the smoke venv has none)"
     argv += ["--vae"] if vae else []
     argv += list(extra)
     for item in sets:
@@ -301,7 +301,8 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
                 argv += ["--attention", "blockwise"]
             elif "--vs" in argv:  # keep wanjax's numbers even where the reference fails
                 notes["diffusers_error"] = text[-2000:]
-                argv = [a for a in argv if a not in ("--vs", "diffusers")]
+                at = argv.index("--vs")
+                argv = argv[:at] + argv[at + 2 :]
             else:
                 raise
     else:
@@ -333,14 +334,15 @@ def bench_13b_480p_81(out: Path, smoke: bool) -> dict:
 
 def bench_14b_720p_81(out: Path, smoke: bool) -> dict:
     """Wan 2.1 14B at 1280x720x81, every layer, bf16 weights: MFU against the dense bf16 peak,
-    and diffusers' step beside it (its two 14B forwards double the stage's time)."""
+    and diffusers' step beside it, eager and under torch.compile (each two 14B forwards, and
+    inductor's compile: most of the stage's time)."""
     return _bench("bench_14b_720p_81", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out)
 
 
 def bench_14b_720p_81_fp8(out: Path, smoke: bool) -> dict:
     """As bench_14b_720p_81 with the blocks' weights stored in fp8 (diffusers has no such mode)."""
     return _bench("bench_14b_720p_81_fp8", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
-                  vs_diffusers=False, sets=("weights_dtype=float8_e4m3fn",))
+                  vs=None, sets=("weights_dtype=float8_e4m3fn",))
 
 
 def bench_14b_720p_81_offload(out: Path, smoke: bool) -> dict:
@@ -349,7 +351,7 @@ def bench_14b_720p_81_offload(out: Path, smoke: bool) -> dict:
     the same check, same machine) and peak_memory_bytes under 24 GiB; offload_bytes_per_step over
     seconds_per_step is the host link's rate the stream needed."""
     return _bench("bench_14b_720p_81_offload", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
-                  vs_diffusers=False, sets=("offload=layers",))
+                  vs=None, sets=("offload=layers",))
 
 
 def bench_14b_720p_81_components(out: Path, smoke: bool) -> dict:
@@ -357,18 +359,18 @@ def bench_14b_720p_81_components(out: Path, smoke: bool) -> dict:
     to the device once per run. seconds_per_step should be bench_14b_720p_81's; its
     weights_to_device_seconds over offload_bytes_per_run is the host link's rate for one copy."""
     return _bench("bench_14b_720p_81_components", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
-                  vs_diffusers=False, sets=("offload=components",))
+                  vs=None, sets=("offload=components",))
 
 
 def bench_13b_480p_25_tokamax(out: Path, smoke: bool) -> dict:
     """bench_13b_480p_25 on tokamax's attention kernel instead of cuDNN's (`auto`)."""
     return _bench("bench_13b_480p_25_tokamax", "wan2.1-t2v-1.3b", (832, 480, 25), 5, smoke=smoke, out=out,
-                  vs_diffusers=False, extra=_tokamax_unless(smoke))
+                  vs=None, extra=_tokamax_unless(smoke))
 
 
 def bench_14b_720p_81_tokamax(out: Path, smoke: bool) -> dict:
     return _bench("bench_14b_720p_81_tokamax", "wan2.1-t2v-14b", (1280, 720, 81), 1, smoke=smoke, out=out,
-                  vs_diffusers=False, extra=_tokamax_unless(smoke))
+                  vs=None, extra=_tokamax_unless(smoke))
 
 
 def _tokamax_unless(smoke: bool) -> tuple[str, ...]:
@@ -380,7 +382,7 @@ def profile_13b_480p_25(out: Path, smoke: bool) -> dict:
     by kernel, the 25 largest, and by kind (matmul, attention, other fusions, copies)."""
     trace_dir = out / "profile_13b_480p_25"
     record = _bench("profile_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), 2, smoke=smoke, out=out,
-                    vs_diffusers=False, extra=("--profile", str(trace_dir)))
+                    vs=None, extra=("--profile", str(trace_dir)))
     return {"seconds_per_step_profiled": record["seconds_per_step"], **_kernel_time(trace_dir)}
 
 
@@ -428,14 +430,14 @@ def _kernel_time(trace_dir: Path) -> dict:
 def vae_480p_81_vs_diffusers(out: Path, smoke: bool) -> dict:
     """The Wan 2.1 VAE decode of 832x480x81 timed beside diffusers' (untiled and tiled), same latents."""
     return _bench("vae_480p_81_vs_diffusers", "wan2.1-t2v-1.3b", (832, 480, 81), 1, smoke=smoke, out=out,
-                  vae=True, layers=1)
+                  vs="diffusers", vae=True, layers=1)
 
 
 def _vae(form: str) -> Callable[[Path, bool], dict]:
     def run(out: Path, smoke: bool) -> dict:
         """The Wan 2.1 VAE decoding 832x480x81 (behind a one-layer 1.3B transformer step)."""
         return _bench(f"vae_480p_81_{form}", "wan2.1-t2v-1.3b", (832, 480, 81), 1, smoke=smoke, out=out,
-                      vs_diffusers=False, vae=True, sets=(f"vae_convolution={form}",), layers=1)
+                      vs=None, vae=True, sets=(f"vae_convolution={form}",), layers=1)
 
     return run
 
@@ -448,7 +450,7 @@ STAGES = {
         Stage("attention_32760", 120, 30, attention_32760),
         Stage("diffusers_parity", 90, 20, diffusers_parity),
         Stage("bench_13b_480p_25", 150, 60, bench_13b_480p_25),
-        Stage("bench_14b_720p_81", 240, 150, bench_14b_720p_81),
+        Stage("bench_14b_720p_81", 420, 250, bench_14b_720p_81),
         Stage("bench_13b_480p_81", 150, 60, bench_13b_480p_81),
         Stage("vae_480p_81_3d", 120, 40, _vae("3d")),
         Stage("vae_480p_81_frames", 120, 40, _vae("frames")),
