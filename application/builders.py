@@ -212,15 +212,21 @@ def transformer_runtime(
     sharding: ActivationSharding | None,
 ) -> TransformerRuntime:
     """How the experts run: the section's dtypes (with fp8 weights, all but the blocks' kernels
-    stored in `engine_dtype`) and layer scan, the attention kernels, the activations' mesh layout."""
+    stored in `engine_dtype`) and layer scan, the blocks' matmul, the attention kernels, the
+    activations' mesh layout."""
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 
     storage = engine_dtype if settings.is_fp8 else settings.weights_dtype
+    matmul = {}
+    if settings.matmul_dtype == "float8_e4m3fn":
+        from wanjax.adapters.jax.platform.fp8_matmul import fp8_dot_general
+
+        matmul = {"block_matmul": fp8_dot_general}
     return TransformerRuntime(
         dtype=jax_dtype(settings.activations_dtype), param_dtype=jax_dtype(storage),
         scan_layers=settings.scan_layers, attention=attention, self_attention=self_attention,
-        activation_sharding=sharding,
+        activation_sharding=sharding, **matmul,
     )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ from wanjax.domain.sharding import CONTEXT_PARALLEL, MeshShape, parse_rule_overr
 AUTO = "auto"
 DTYPES = (AUTO, "float32", "bfloat16")
 WEIGHTS_DTYPES = (*DTYPES, "float8_e4m3fn")
+MATMUL_DTYPES = (AUTO, "float8_e4m3fn")
 SCHEDULER_DTYPES = ("float32", "bfloat16")
 VAE_CONVOLUTIONS = (AUTO, "3d", "frames")
 TEXT_ENCODER_BACKENDS = ("torch", "jax")
@@ -121,6 +122,10 @@ class DenoiserSettings:
     weights_dtype: str = _dtype("weights_dtype", WEIGHTS_DTYPES)
     """Storage of the transformer weights: auto (= dtype), float32, bfloat16, or float8_e4m3fn
     (the blocks' matmul kernels in fp8, everything else in `dtype`; computed in activations_dtype)."""
+    matmul_dtype: str = attrs.field(default=AUTO, validator=_one_of(MATMUL_DTYPES))
+    """What the blocks' linear layers multiply in: auto (activations_dtype), or float8_e4m3fn (both
+    operands scaled into e4m3, per token and per output channel, fp32 accumulation: fp8 GEMMs on
+    Hopper GPUs; adapters/jax/platform/fp8_matmul.py). Works with any weights_dtype."""
     scheduler_dtype: str = attrs.field(default="float32", validator=_one_of(SCHEDULER_DTYPES))
     """The solver state between steps and its arithmetic: float32 (as diffusers) or bfloat16."""
     use_kv_cache: bool = True

@@ -23,6 +23,7 @@ ACCEPTED = {
     "lora_cache_mb": ("256", 256),
     "activations_dtype": ("bfloat16", "bfloat16"),
     "scheduler_dtype": ("bfloat16", "bfloat16"),
+    "matmul_dtype": ("float8_e4m3fn", "float8_e4m3fn"),
     "use_kv_cache": ("no", False),
     "scan_diffusion_loop": ("yes", True),
     "offload": ("layers", "layers"),

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 from flax import nnx
+from jax import lax
 
 from wanjax.adapters.jax.attention.xla import AttentionFn
 from wanjax.adapters.jax.transformer.rope import RopeTables, apply_rope
@@ -103,8 +104,9 @@ class Attention(nnx.Module):
         rngs: nnx.Rngs,
     ):
         linear = functools.partial(
-            nnx.Linear, dim, dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs
-        )
+            nnx.Linear, dim, dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype,
+            dot_general=runtime.block_matmul, rngs=rngs,
+        )  # fmt: skip
         self.to_q, self.to_k, self.to_v, self.to_out = linear(), linear(), linear(), linear()
         # torch.nn.RMSNorm: x * rsqrt(mean(x^2) + eps) * weight; reduced here in fp32.
         rms = functools.partial(
@@ -167,10 +169,11 @@ class FeedForward(nnx.Module):
         runtime: TransformerRuntime,
         *,
         activation: Callable[[jax.Array], jax.Array] = gelu_tanh,
+        matmul: Callable[..., jax.Array] = lax.dot_general,
         rngs: nnx.Rngs,
     ):
         linear = functools.partial(
-            nnx.Linear, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs
+            nnx.Linear, dtype=runtime.dtype, param_dtype=runtime.param_dtype, dot_general=matmul, rngs=rngs
         )
         self.proj_in = linear(d_in, d_hidden)
         self.proj_out = linear(d_hidden, d_out)
@@ -203,7 +206,7 @@ class WanBlock(nnx.Module):
             rngs=rngs,
         )
         self.norm3 = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
-        self.ffn = FeedForward(dim, spec.ffn_dim, dim, runtime, rngs=rngs)
+        self.ffn = FeedForward(dim, spec.ffn_dim, dim, runtime, matmul=runtime.block_matmul, rngs=rngs)
         self.scale_shift_table = nnx.Param(
             jax.random.normal(rngs.params(), (1, 6, dim), jnp.float32) / dim**0.5
         )

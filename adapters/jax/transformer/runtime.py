@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import attrs
+import jax
+from jax import lax
 from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.attention.xla import AttentionFn, XlaAttention
@@ -29,3 +33,6 @@ class TransformerRuntime:
     self_attention: AttentionFn | None = None
     # The mesh layout activations are pinned to at a few points (None: one device, no constraints).
     activation_sharding: ActivationSharding | None = None
+    # The blocks' linear layers' matmul (attention projections, FFN, Animate's face adapters), with
+    # lax.dot_general's signature: plain, or fp8_dot_general (adapters/jax/platform/fp8_matmul.py).
+    block_matmul: Callable[..., jax.Array] = lax.dot_general

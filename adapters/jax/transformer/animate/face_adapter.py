@@ -32,8 +32,9 @@ class FaceAdapter(nnx.Module):
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
         dim, eps = spec.inner_dim, spec.eps
         linear = functools.partial(
-            nnx.Linear, dim, dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs
-        )
+            nnx.Linear, dim, dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype,
+            dot_general=runtime.block_matmul, rngs=rngs,
+        )  # fmt: skip
         self.pre_norm_q = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
         self.pre_norm_kv = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
         self.to_q, self.to_k, self.to_v, self.to_out = linear(), linear(), linear(), linear()
