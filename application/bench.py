@@ -66,6 +66,9 @@ class BenchOptions:
     """Any config key (`--set`), e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d."""
     profile_dir: Path | None = None
     """Where JAX's profiler writes a trace of the timed steps (None: no profiling)."""
+    latents_out: Path | None = None
+    """Where the run's final latents [B, F', H', W', C] go as a float32 .npy (None: nowhere): two
+    runs that differ in a numeric setting (matmul_dtype, weights_dtype) compare through them."""
 
 
 @attrs.frozen(kw_only=True)
@@ -194,6 +197,8 @@ def run_bench(options: BenchOptions) -> BenchResult:
 
     timing = _time_transformer(bench, work.offload, options.profile_dir)
     memory = jax_bench.peak_memory()  # before the VAE and the ceiling's matmul add theirs
+    if options.latents_out is not None:
+        _write_latents(np.asarray(timing.latents, np.float32), options.latents_out)
     decode, run_memory = None, memory
     if options.vae:
         vae = jax_bench.random_vae(bench.architecture.vae, vae_runtime(bench.settings.vae))
@@ -327,6 +332,13 @@ def _diffusers_decode(bench: BenchPlan, device: str) -> tuple[float, float]:
     shape = (1, g.frames, g.height, g.width, vae.z_dim)
     untiled, tiled = (run_apart(time_diffusers_decode, vae, shape, tiled=t, device=device) for t in (False, True))
     return untiled, tiled
+
+
+def _write_latents(latents: np.ndarray, path: Path) -> None:
+    from wanjax.adapters.media.atomic import atomic_path
+
+    with atomic_path(Path(path)) as temporary, open(temporary, "wb") as file:
+        np.save(file, latents)
 
 
 def write_bench_json(result: BenchResult, path: Path) -> None:

@@ -136,6 +136,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--profile", type=Path, metavar="DIR",
                        help="trace the timed steps with JAX's profiler into DIR (TensorBoard/XProf and Perfetto files)")
     bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")
+    bench.add_argument("--latents-out", type=Path, metavar="FILE.npy",
+                       help="write the final latents (float32) here, to compare runs that differ in a numeric setting")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -368,7 +370,7 @@ def _bench(args: argparse.Namespace) -> int:
     given = {key: getattr(args, key) for key in flags}
     options = BenchOptions(
         model=args.model, vae=args.vae, vs=args.vs, overrides=set_items(args.set),
-        profile_dir=args.profile,
+        profile_dir=args.profile, latents_out=args.latents_out,
         **{key: value for key, value in given.items() if value is not None},
     )  # fmt: skip
     result = run_bench(options)
