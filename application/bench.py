@@ -67,7 +67,7 @@ class BenchOptions:
     profile_dir: Path | None = None
     """Where JAX's profiler writes a trace of the timed steps (None: no profiling)."""
     latents_out: Path | None = None
-    """Where the run's final latents [B, F', H', W', C] go as a float32 .npy (None: nowhere): two
+    """Where the run's final latents [1, F', H', W', C] (one video) go as a float32 .npy (None: nowhere): two
     runs that differ in a numeric setting (matmul_dtype, weights_dtype) compare through them."""
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import attrs
+import numpy as np
 import pytest
 
 from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER
@@ -25,7 +26,7 @@ TINY = ["--height", "32", "--width", "32", "--num-frames", "5"]
 def _bench(tmp_path, *args: str) -> dict:
     out = tmp_path / "out.json"
     assert main(["bench", *args, "--json", str(out)]) == 0
-    assert [p.name for p in tmp_path.iterdir()] == ["out.json"]  # written whole: no temporary left
+    assert [p.name for p in tmp_path.iterdir() if p.is_file()] == ["out.json"]  # written whole: no temporary left
     return json.loads(out.read_text())
 
 
@@ -57,6 +58,16 @@ def test_real_architecture_cut_to_one_layer(tmp_path):
     record = _bench(tmp_path, "--model", "wan2.1-t2v-1.3b", "--layers", "1", "--steps", "1", *TINY)
     _check_consistent(record, attrs.evolve(WAN21_T2V_1_3B, num_layers=1), [2, 2, 4, 4, 16], 512)
     assert record["layers"] == 1 and "vae_seconds" not in record
+
+
+def test_final_latents_written_for_comparison(tmp_path):
+    latents = tmp_path / "latents" / "run.npy"
+    latents.parent.mkdir()
+    record = _bench(tmp_path, "--steps", "1", "--latents-out", str(latents), *TINY)
+    array = np.load(latents)
+    assert list(array.shape) == [1, *record["shape"]["latents"][1:]] and array.dtype == np.float32  # one video
+    assert np.isfinite(array).all() and np.abs(array).max() > 0
+    assert [p.name for p in latents.parent.iterdir()] == ["run.npy"]  # renamed into place
 
 
 def test_vae_and_diffusers_beside(tmp_path, capsys):
