@@ -400,10 +400,14 @@ def _fp8_matmul(name: str, model: str, size: tuple[int, int, int], timed_steps: 
                     "--set", f"matmul_dtype={matmul}"]
             if not smoke:
                 argv += ["--width", str(width), "--height", str(height), "--num-frames", str(frames)]
+            start = time.monotonic()
             _run(argv)
             record = json.loads((out / f"{name}_{tag}.json").read_text())
             runs[tag] = {key: record[key] for key in ("seconds_per_step", "mfu", "peak_memory_bytes",
                                                       "planned_peak_memory_bytes", "compile_seconds")}
+            runs[tag]["process_seconds"] = time.monotonic() - start
+            # each run as it ends, into the stage's log: a stage stopped at its budget keeps them (log_tail)
+            print(json.dumps({tag: runs[tag]}), file=sys.stderr, flush=True)
             latents[matmul] = np.load(out / f"{name}_{tag}.npy")
         errors[f"{steps + 1}_steps"] = _relative_l2(latents["float8_e4m3fn"], latents["auto"])
     last = max(timed_steps) + 1 if not smoke else SMOKE_STEPS + 1
