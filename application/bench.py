@@ -134,9 +134,9 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
 
 def _architecture(model: str) -> Architecture:
     if model == DEMO_MODEL:
-        from wanjax.adapters.demo.checkpoint import DEMO_TRANSFORMER, DEMO_VAE
+        from wanjax.adapters.demo.checkpoint import DEMO_ARCHITECTURE
 
-        return Architecture(transformer=DEMO_TRANSFORMER, vae=DEMO_VAE)
+        return DEMO_ARCHITECTURE
     return published_architecture(model)
 
 

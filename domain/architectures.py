@@ -45,8 +45,13 @@ WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
 
 CLIP_IMAGE_TOKENS = 257  # CLIP ViT-H/14 at 224 px: 16 x 16 patches + the class token
 # Every published Wan model's text encoder, umt5-xxl's encoder (d_model 4096, 64 heads of 64, gated
-# FFN of 10240, 24 layers with their own relative-position tables of 32 buckets, 256384 tokens):
-# embedding + per layer (q, k, v, o; wi_0, wi_1, wo; 2 norms; the table) + the final norm.
+# FFN of 10240, 24 layers with their own relative-position tables of 32 buckets, 256384 tokens), as
+# transformers' UMT5Config arguments (its text_encoder/config.json)
+UMT5_XXL_ENCODER = {
+    "vocab_size": 256384, "d_model": 4096, "d_kv": 64, "d_ff": 10240, "num_layers": 24, "num_heads": 64,
+    "relative_attention_num_buckets": 32, "relative_attention_max_distance": 128,
+}  # fmt: skip
+# Its parameters: embedding + per layer (q, k, v, o; wi_0, wi_1, wo; 2 norms; the table) + the final norm.
 UMT5_XXL_ENCODER_PARAMETERS = 256384 * 4096 + 24 * (4 * 4096**2 + 3 * 4096 * 10240 + 2 * 4096 + 32 * 64) + 4096
 
 

@@ -10,6 +10,7 @@ if __name__ == "__main__":  # `python -m wanjax.entrypoints.cli` (the `wanjax` s
 import argparse
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -53,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     for sub in (gen, plan):
         _add_generation_arguments(sub)
+    gen.add_argument("--timings", type=Path, metavar="FILE",
+                     help="also write the timing summary, each step's seconds, the steps a step cache skipped "
+                     "and the memory plan beside the device's peak, as JSON")
     plan.add_argument("--device-memory", metavar="SIZE",
                       help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's device)")
     plan.add_argument("--host-memory", metavar="SIZE",
@@ -277,6 +281,10 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)
+    if getattr(args, "timings", None) is not None:  # `plan` has no such flag
+        from wanjax.application.run_report import check_report_path
+
+        check_report_path(args.timings)
     latents = _read_latents(args.latents) if args.latents else None
 
     if published or size is not None:  # no weights here, or another machine's memory: this one's devices unchecked
@@ -303,9 +311,11 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         warmup = service.warmup(requests, initial_latents=latents, output_type=output_type)
         stops.check()
     progress = StepProgress(disable=args.quiet)
+    step_ends: list[float] = []
 
     def on_step(done: int, total: int) -> None:
         stops.check()
+        step_ends.append(time.perf_counter())
         progress(done, total)
 
     try:
@@ -322,13 +332,21 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         return 0
     written = output_paths(args.out, len(result.array))
     # Once the output is in place the run is over: a signal after it no longer stops the rest.
-    write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
+    with result.trace.span("write"):
+        write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
     if result.calibration is not None:
         written.append(calibration_path(args.out))
         dtype = container.settings().model.dtype
         steps, shift = request.num_inference_steps, request.flow_shift
         title = f"{config.model.location}, {dtype}, {steps} steps, flow_shift {shift}"
         write_calibration(result.calibration, written[-1], title)
+    if getattr(args, "timings", None) is not None:
+        from wanjax.adapters.jax.bench import peak_memory
+        from wanjax.application.run_report import run_report, write_run_report
+
+        report = run_report(result.trace, step_ends, result.cache_report, plan, device_peak=peak_memory())
+        write_run_report(args.timings, report)
+        written.append(args.timings)
     if not args.quiet:
         print(result.trace.summary())
         if request.cache.policy != "none":

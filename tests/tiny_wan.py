@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from tokenizer_kinds import write_tokenizer
-from wanjax.adapters.torch.demo_umt5 import write_demo_text_encoder
+from wanjax.adapters.demo.random_checkpoint import demo_umt5_sizes, write_random_text_encoder
 from wanjax.domain.specs import WAN22_LATENTS_MEAN, WAN22_LATENTS_STD
 
 TEXT_DIM = 32
@@ -48,7 +48,7 @@ def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None, tok
     with tempfile.TemporaryDirectory() as scratch:
         write_tokenizer(Path(scratch) / "tokenizer", tokenizer_kind)
         tokenizer = AutoTokenizer.from_pretrained(Path(scratch) / "tokenizer")
-        write_demo_text_encoder(Path(scratch) / "text_encoder", vocab_size=len(tokenizer), seed=seed, d_model=TEXT_DIM)
+        write_random_text_encoder(Path(scratch) / "text_encoder", demo_umt5_sizes(len(tokenizer), TEXT_DIM), seed=seed)
         text_encoder = UMT5EncoderModel.from_pretrained(Path(scratch) / "text_encoder")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

@@ -16,6 +16,7 @@ from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ("<pad>", "</s>", "<unk>")
 PRINTABLE_ASCII = tuple(chr(code) for code in range(32, 127))
+DEMO_VOCAB_SIZE = len(SPECIAL_TOKENS) + len(PRINTABLE_ASCII)
 
 
 def write_demo_tokenizer(path: Path) -> int:

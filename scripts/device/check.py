@@ -2,7 +2,7 @@
 every result written to OUT/check.json as soon as it is known (so a run cut off by its lease
 still leaves what finished). Run through scripts/device-check, which installs the kit first.
 
-    python scripts/device/check.py --out OUT [--smoke] [--budget SECONDS] [--only a,b]
+    python scripts/device/check.py --out OUT [--smoke] [--budget SECONDS] [--only a,b|SELECTION]
 
 A stage's process prints one JSON object as its last line; the runner records it with the
 stage's status (passed, failed, timeout, skipped) and seconds. --smoke runs every stage at
@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from stages import STAGES, Stage
+from stages import SELECTIONS, STAGES, Stage
 
 HERE = Path(__file__).resolve().parent
 
@@ -29,7 +29,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, help="folder for check.json and the stages' files")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
     parser.add_argument("--budget", type=float, default=480.0, help="seconds for all stages together")
-    parser.add_argument("--only", help="comma-separated stage names (default: all, in order)")
+    parser.add_argument("--only", help="comma-separated stage names or selections (default: all, in order); "
+                        f"selections: {', '.join(f'{k} ({len(v)} stages)' for k, v in SELECTIONS.items())}")
     parser.add_argument("--report", type=Path, help="where check.json goes (default: OUT/check.json)")
     parser.add_argument("--list", action="store_true", help="print the stage names, in order, and exit")
     parser.add_argument("--stage", help=argparse.SUPPRESS)  # internal: run one stage in this process
@@ -50,10 +51,12 @@ def main() -> int:
 
 
 def _known(names: list[str]) -> list[str]:
-    unknown = [n for n in names if n not in STAGES]
+    """The stages `names` name, a selection standing for its stages (each stage once, first place kept)."""
+    unknown = [n for n in names if n not in STAGES and n not in SELECTIONS]
     if unknown:
-        raise SystemExit(f"device check: unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
-    return names
+        raise SystemExit(f"device check: unknown stage(s) {unknown}; known: {', '.join(STAGES)}; "
+                         f"selections: {', '.join(SELECTIONS)}")
+    return list(dict.fromkeys(stage for n in names for stage in SELECTIONS.get(n, (n,))))
 
 
 def run_all(stages: list[Stage], out: Path, smoke: bool, budget: float, report_path: Path) -> int:

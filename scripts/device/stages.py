@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 import vae_stage
+from e2e_stage import E2E
 
 WANJAX = [sys.executable, "-m", "wanjax.entrypoints.cli"]
 
@@ -504,6 +505,10 @@ STAGES = {
         Stage("bench_14b_720p_81", 420, 250, bench_14b_720p_81),
         Stage("bench_13b_480p_81", 150, 60, bench_13b_480p_81),
         Stage("fp8_matmul_13b_480p_25", 200, 100, fp8_matmul_13b_480p_25),
+        # the whole video, each a fresh `wanjax generate` (e2e_stage.py): the goals' 1.3B runs
+        Stage("e2e_13b_480p_81", 240, 150, E2E["e2e_13b_480p_81"]),
+        Stage("e2e_13b_480p_81_magcache", 150, 90, E2E["e2e_13b_480p_81_magcache"]),
+        Stage("e2e_13b_480p_81_teacache", 150, 90, E2E["e2e_13b_480p_81_teacache"]),
         Stage("vae_480p_81_3d", 120, 40, _vae("3d")),
         Stage("vae_480p_81_frames", 120, 40, _vae("frames")),
         Stage("bench_14b_720p_81_fp8", 240, 120, bench_14b_720p_81_fp8),
@@ -517,5 +522,20 @@ STAGES = {
         Stage("fp8_matmul_14b_720p_81", 300, 200, fp8_matmul_14b_720p_81),
         Stage("vae_real_sizes", 600, 60, vae_stage.vae_real_sizes),
         Stage("vae_480p_81_vs_diffusers", 150, 60, vae_480p_81_vs_diffusers),
+        # the long whole videos last; the A14B one fills a device call of its own (see SELECTIONS)
+        Stage("e2e_ti2v_5b_704p_121", 420, 240, E2E["e2e_ti2v_5b_704p_121"]),
+        Stage("e2e_a14b_720p_81", 570, 360, E2E["e2e_a14b_720p_81"]),
     )
 }
+
+# Named selections for `--only` (the whole check does not fit one device call). `goals`: issue 46's
+# goals that fit one call of 8 minutes (about 380 s on an H200): the 1.3B video end to end, dense and
+# with each step cache, its 25-frame step and attention at T = 32760; then the fp8 matmuls' step, which
+# the budget skips where the rest took longer (its first try on an H200 ran past 170 s). `a14b`: the Wan 2.2 A14B video,
+# a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps.
+SELECTIONS = {
+    "goals": ("environment", "attention_32760", "bench_13b_480p_25", "e2e_13b_480p_81", "e2e_13b_480p_81_magcache",
+              "e2e_13b_480p_81_teacache", "profile_13b_480p_25", "fp8_matmul_13b_480p_25"),
+    "a14b": ("environment", "e2e_a14b_720p_81"),
+    "large": ("environment", "e2e_ti2v_5b_704p_121", "bench_14b_720p_81"),
+}  # fmt: skip

@@ -5,6 +5,8 @@ plans; these check that a config key reaches it: the service plans the request's
 denoiser skips what the plan says, and a calibration run writes a curve a later run can use.
 """
 
+import json
+
 import numpy as np
 import pytest
 import yaml
@@ -77,8 +79,12 @@ def test_calibration_writes_a_curve_that_a_later_run_uses(tmp_path, capsys):
 
     cached = tmp_path / "cached.npy"
     given = ["--set", "cache_policy=magcache", "--set", f"mag_ratios={','.join(map(str, ratios))}"]
-    assert main([*args[:-1], str(cached), *given, "--set", "magcache_thresh=0.5"]) == 0
+    timings = tmp_path / "timings.json"
+    assert main([*args[:-1], str(cached), *given, "--set", "magcache_thresh=0.5", "--timings", str(timings)]) == 0
     printed = capsys.readouterr().out
     skipped = int(printed.split("cache_policy=magcache: ")[1].split(" of ")[0])
     assert 0 < skipped < SMALL["num_inference_steps"]  # the measured curve drives the skips
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["cached.npy", "fox.magcache.yaml", "fox.npy"]
+    steps = json.loads(timings.read_text())["steps"]  # --timings: the same counts, for scripts
+    assert steps == {"total": SMALL["num_inference_steps"], "computed": steps["total"] - skipped, "skipped": skipped}
+    names = ["cached.npy", "fox.magcache.yaml", "fox.npy", "timings.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == names

@@ -1,6 +1,7 @@
 """`wanjax generate` end to end on the built-in demo model."""
 
 import hashlib
+import json
 
 import av
 import numpy as np
@@ -43,12 +44,26 @@ def test_generates_an_mp4_byte_identical_for_the_same_seed(tmp_path, capsys):
 
 
 def test_npy_frames_and_seed_changes_the_video(tmp_path):
-    a, b = tmp_path / "a.npy", tmp_path / "b.npy"
-    main(["generate", "--prompt", "a fox", *SMALL, "--seed", "1", "--quiet", "--out", str(a)])
+    a, b, timings = tmp_path / "a.npy", tmp_path / "b.npy", tmp_path / "timings.json"
+    main(["generate", "--prompt", "a fox", *SMALL, "--seed", "1", "--quiet", "--out", str(a), "--timings", str(timings)])
     main(["generate", "--prompt", "a fox", *SMALL, "--seed", "2", "--quiet", "--out", str(b)])
     frames_a, frames_b = np.load(a), np.load(b)
     assert frames_a.shape == (1, 5, 32, 48, 3) and frames_a.dtype == np.uint8
     assert not np.array_equal(frames_a, frames_b)
+
+    report = json.loads(timings.read_text())  # --timings: the summary's phases, the steps, the memory
+    assert set(report["seconds"]) == {"load", "conditioning", "compile", "denoise", "vae_decode", "write"}
+    assert all(seconds > 0 for seconds in report["seconds"].values())
+    assert len(report["step_seconds"]) == 1 and report["step_seconds"][0] > 0  # 2 steps: one interval
+    assert report["steps"] == {"total": 2, "computed": 2, "skipped": 0}
+    memory = report["memory"]
+    assert memory["offload"] == "none" and memory["peak_bytes"] > 0 and memory["planned_peak_bytes"] > 0
+
+
+def test_a_timings_file_in_a_missing_folder_is_refused_before_loading(tmp_path, capsys):
+    out, timings = tmp_path / "a.npy", tmp_path / "missing" / "timings.json"
+    assert main(["generate", "--prompt", "a fox", *SMALL, "--out", str(out), "--timings", str(timings)]) == 2
+    assert "--timings" in capsys.readouterr().err and not out.exists()
 
 
 def test_given_latents_replace_the_seed_and_latent_output_uses_diffusers_layout(tmp_path):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wanjax.adapters.demo.checkpoint import DEMO_NAME
+
 TESTS = Path(__file__).resolve().parents[1]
 SMALL = ["--height", "32", "--width", "48", "--num-frames", "5", "--steps", "3", "--quiet"]
 
@@ -32,7 +34,7 @@ def test_a_signal_stops_the_run_leaving_no_partial_file(tmp_path, demo_cache, ph
 def test_sigterm_while_the_demo_is_written_leaves_no_staging_folder(tmp_path):
     cache = tmp_path / "cache"
     with _stopped_at("demo", signal.SIGTERM, tmp_path / "video.mp4", cache) as run:
-        assert [p.name.startswith(".demo-v1-") for p in cache.iterdir()] == [True]
+        assert [p.name.startswith(f".{DEMO_NAME}-") for p in cache.iterdir()] == [True]
     _assert_stopped(run, signal.SIGTERM, 143)
     assert list(cache.iterdir()) == []
 
@@ -155,7 +157,7 @@ def _assert_stopped(run, signum, status):
 
 
 def test_a_staging_folder_of_a_killed_demo_writer_is_removed(tmp_path):
-    from wanjax.adapters.demo.checkpoint import DEMO_NAME, remove_stale_staging
+    from wanjax.adapters.demo.checkpoint import remove_stale_staging
     from wanjax.adapters.processes import owner_tag
 
     ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -164,5 +166,5 @@ def test_a_staging_folder_of_a_killed_demo_writer_is_removed(tmp_path):
     running = tmp_path / f".{DEMO_NAME}-{owner_tag()}-def456"
     for folder in (killed, running):
         (folder / "vae").mkdir(parents=True)
-    assert remove_stale_staging(tmp_path) == [killed]
+    assert remove_stale_staging(tmp_path, DEMO_NAME) == [killed]
     assert sorted(p.name for p in tmp_path.iterdir()) == [running.name]

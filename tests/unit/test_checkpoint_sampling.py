@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from wanjax.adapters.checkpoints.scheduler_settings import checkpoint_sampling
-from wanjax.adapters.demo.checkpoint import DEMO_SCHEDULER
+from wanjax.adapters.demo.random_checkpoint import UNIPC_SCHEDULER
 from wanjax.application.presets import preset_for_checkpoint, preset_names, resolve_config
 from wanjax.domain.config import SAMPLING_KEYS, GenerationConfig
 from wanjax.domain.errors import ConfigError
 
-UNIPC = {**DEMO_SCHEDULER, "flow_shift": 5.0}
+UNIPC = {**UNIPC_SCHEDULER, "flow_shift": 5.0}
 DPM = {
     "_class_name": "DPMSolverMultistepScheduler", "use_flow_sigmas": True, "prediction_type": "flow_prediction",
     "flow_shift": 3.0, "algorithm_type": "dpmsolver++", "solver_order": 2,

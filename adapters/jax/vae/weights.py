@@ -22,6 +22,7 @@ from wanjax.domain.errors import CheckpointError
 from wanjax.domain.specs import VaeSpec
 
 _LISTED = 5  # names quoted per error message
+Target = tuple[tuple, nnx.Variable, int | None, tuple[int, ...]]  # path, variable, time tap, torch -> ours axes
 
 
 def _torch_layout(path: tuple[str | int, ...], ndim: int) -> tuple[str, int | None, tuple[int, ...]]:
@@ -47,11 +48,20 @@ def _torch_layout(path: tuple[str | int, ...], ndim: int) -> tuple[str, int | No
     return ".".join(parts), tap, axes
 
 
-def _torch_shape(entries: list[tuple[tuple, nnx.Variable, int | None, tuple[int, ...]]]) -> tuple[int, ...]:
+def _torch_shape(entries: list[Target]) -> tuple[int, ...]:
     """The torch shape of the tensor whose parameter (or time taps) `entries` hold."""
     _, variable, tap, axes = entries[0]
     shape = tuple(variable.shape[i] for i in np.argsort(axes))
     return shape if tap is None else (*shape[:2], len(entries), *shape[2:])
+
+
+def _targets(state: nnx.State) -> dict[str, list[Target]]:
+    """Each diffusers tensor name with the parameters (or time taps) it fills."""
+    targets: dict[str, list[Target]] = {}
+    for path, variable in nnx.to_flat_state(state):
+        name, tap, axes = _torch_layout(path, len(variable.shape))
+        targets.setdefault(name, []).append((path, variable, tap, axes))
+    return targets
 
 
 def _listing(names: list[str]) -> str:
@@ -65,12 +75,8 @@ def load_vae(spec: VaeSpec, runtime: VaeRuntime, tensors: Mapping[str, np.ndarra
     The module is built abstractly, so no random weights are materialised. Raises
     CheckpointError naming the tensors when any is missing, unexpected or misshapen.
     """
-    abstract = nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0)))
-    graphdef, state = nnx.split(abstract)
-    targets: dict[str, list[tuple[tuple, nnx.Variable, int | None, tuple[int, ...]]]] = {}
-    for path, variable in nnx.to_flat_state(state):
-        name, tap, axes = _torch_layout(path, len(variable.shape))
-        targets.setdefault(name, []).append((path, variable, tap, axes))
+    graphdef, state = nnx.split(nnx.eval_shape(lambda: WanVAE(spec, runtime, rngs=nnx.Rngs(0))))
+    targets = _targets(state)
     missing = sorted(set(targets) - set(tensors))
     unexpected = sorted(set(tensors) - set(targets))
     if missing or unexpected:
@@ -97,6 +103,13 @@ def load_vae(spec: VaeSpec, runtime: VaeRuntime, tensors: Mapping[str, np.ndarra
             value = jnp.asarray(np.transpose(part, axes), dtype=runtime.param_dtype)
             filled.append((path, variable.replace(value)))
     return nnx.merge(graphdef, nnx.from_flat_state(filled))
+
+
+def vae_weight_shapes(spec: VaeSpec) -> dict[str, tuple[int, ...]]:
+    """Diffusers tensor names and torch-layout shapes of the VAE `spec` describes, from its abstract
+    model (nothing is made)."""
+    _, state = nnx.split(nnx.eval_shape(lambda: WanVAE(spec, VaeRuntime(), rngs=nnx.Rngs(0))))
+    return {name: _torch_shape(entries) for name, entries in _targets(state).items()}
 
 
 def export_vae_weights(model: WanVAE) -> dict[str, np.ndarray]:
