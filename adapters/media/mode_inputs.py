@@ -34,17 +34,16 @@ def stretched(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     return np.stack([np.asarray(Image.fromarray(frame).resize((width, height), resample=lanczos)) for frame in frames])
 
 
-def reference_canvas(pixels: np.ndarray, height: int, width: int, fill: int = 255) -> np.ndarray:
-    """An image scaled to fit height x width (aspect kept, bilinear) and centred on a canvas of
-    `fill` (white), uint8 [height, width, 3], as diffusers' WanVACEPipeline places reference images
-    (and, on black, WanAnimatePipeline its character)."""
+def reference_canvas(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    """An image scaled to fit height x width (aspect kept, bilinear) and centred on a white canvas,
+    uint8 [height, width, 3], as diffusers' WanVACEPipeline places reference images."""
     from PIL import Image
 
     image_height, image_width = pixels.shape[:2]
     scale = min(height / image_height, width / image_width)
     size = (int(image_width * scale), int(image_height * scale))
     resized = np.asarray(Image.fromarray(pixels).resize(size, resample=Image.Resampling.BILINEAR))
-    canvas = np.full((height, width, 3), fill, np.uint8)
+    canvas = np.full((height, width, 3), 255, np.uint8)
     top, left = (height - size[1]) // 2, (width - size[0]) // 2
     canvas[top : top + size[1], left : left + size[0]] = resized
     return canvas
@@ -114,8 +113,6 @@ def fitted(kind: InputKind, pixels: np.ndarray, height: int, width: int) -> Any:
         return stretched(pixels, height, width)
     if kind in (InputKind.MASK, InputKind.WHOLE_MASK):
         return stretched(pixels, height, width)[..., 0]  # the first channel; white: 255
-    if kind is InputKind.CHARACTER_IMAGE:
-        return reference_canvas(pixels, height, width, fill=0)
     if kind is InputKind.CANVAS_IMAGES:
         return (reference_canvas(pixels, height, width),)
     return pixels
