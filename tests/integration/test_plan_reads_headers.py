@@ -88,18 +88,27 @@ def planned(monkeypatch) -> list:
     return requests
 
 
-@pytest.mark.parametrize("form", ["mp4", "mkv"])
-def test_a_long_pose_video_is_planned_from_its_header_or_packets(videos, tmp_path, form, demuxed, planned, capsys):
+def test_a_long_pose_video_is_planned_from_its_header(videos, tmp_path, demuxed, planned, capsys):
     Image.fromarray(np.zeros((40, 30, 3), np.uint8)).save(tmp_path / "character.png")
-    media = ["--image", str(tmp_path / "character.png"), "--pose-video", str(videos[form]),
+    media = ["--image", str(tmp_path / "character.png"), "--pose-video", str(videos["mp4"]),
              "--face-video", str(videos["face"])]  # fmt: skip
     assert main(["plan", *ANIMATE, *media]) == 0
     assert "estimated peak" in capsys.readouterr().out
     (request,) = planned
     assert request.input("pose_video").shape == (FRAMES, 720, 1280, 3)  # the preset's size, the file's length
     assert request.input("face_video").shape == (9, SIDE, SIDE, 3)
+    assert request.input("image").shape == (40, 30, 3)  # the character as given: the run letterboxes it
     assert request.input("pose_video").strides[0] == 0  # a stand-in: no pixels held
-    assert demuxed == ([str(videos["mkv"])] if form == "mkv" else [])  # mp4's count is in its header
+    assert demuxed == []  # mp4's count is in its header
+
+
+def test_files_and_a_clients_bytes_without_a_header_count_are_counted_by_their_packets(videos, demuxed) -> None:
+    data = videos["mkv"].read_bytes()
+    assert input_shape(InputKind.WHOLE_SIZED_VIDEO, videos["mkv"], 5) == (FRAMES, SIDE, SIDE)
+    assert input_shape(InputKind.WHOLE_SIZED_VIDEO, data, 5, "pose_video (the request's file)") == (FRAMES, SIDE, SIDE)
+    assert len(demuxed) == 2
+    assert input_shape(InputKind.WHOLE_VIDEO, videos["mp4"].read_bytes(), 5, "face_video") == (FRAMES, SIDE, SIDE)
+    assert len(demuxed) == 2  # an mp4's bytes: its header's count
 
 
 def test_the_header_count_is_the_decoded_count_and_bounded(videos) -> None:
