@@ -20,11 +20,8 @@ from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import attrs
-import numpy as np
 
-from wanjax.adapters.media.images import image_size
-from wanjax.adapters.media.mode_inputs import decode_input
-from wanjax.adapters.media.video_input import probe_video, probe_whole_video
+from wanjax.adapters.media.mode_inputs import decode_input, input_shape, stand_in
 from wanjax.application.lora_folder import LoraFolder, lora_fields
 from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
@@ -32,7 +29,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import GenerationMode, InputKind
 from wanjax.domain.modes.registry import MODES, http_fields, mode_of_inputs, requested_mode
-from wanjax.domain.requests import MAX_FRAMES, GenerationRequest
+from wanjax.domain.requests import GenerationRequest
 
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
 """The client's file fields -> the modes' inputs they fill (png/jpg images, mp4 videos)."""
@@ -154,38 +151,20 @@ def media_shapes(files: Mapping[str, bytes], mode: GenerationMode, num_frames: A
     kinds = {field.name: field.kind for field in mode.inputs}
     shapes = {}
     for name, data in files.items():
-        what = f"{_client_name(name)} (the request's file)"
-        if kinds[name].is_whole:
-            width, height, frames = probe_whole_video(data, MAX_FRAMES, what)
-        elif kinds[name].is_video:
+        if kinds[name].is_video and not kinds[name].is_whole:
             _check_frame_count(num_frames)
-            (width, height), frames = probe_video(data, num_frames, what), num_frames
-        else:
-            (width, height), frames = image_size(data, what), 1
-        shapes[name] = (frames, height, width)
+        shapes[name] = input_shape(kinds[name], data, num_frames, f"{_client_name(name)} (the request's file)")
     return shapes
 
 
 def stand_in_media(
     shapes: Mapping[str, tuple[int, int, int]], mode: GenerationMode, *, height: int, width: int
 ) -> dict[str, Any]:
-    """Inputs as views of one black pixel, each in the shape `mode` reads its file of (frames,
-    height, width) `shapes` in for a height x width video: what the checks see of media not yet
-    decoded (a pose video's length, a face video's size)."""
-    pixel = np.zeros((1, 1, 1, 3), np.uint8)
-    stand_ins: dict[str, Any] = {}
-    for field in mode.inputs:
-        if field.name not in shapes:
-            continue
-        frames, *size = shapes[field.name]
-        kind = field.kind
-        pixels = np.broadcast_to(pixel, (frames, *((height, width) if kind.is_fitted else size), 3))
-        if kind in (InputKind.MASK, InputKind.WHOLE_MASK):
-            pixels = pixels[..., 0]
-        elif not kind.is_video:
-            pixels = (pixels[0],) if kind is InputKind.CANVAS_IMAGES else pixels[0]
-        stand_ins[field.name] = pixels
-    return stand_ins
+    """Inputs as stand-ins (`mode_inputs.stand_in`), each in the shape `mode` reads its file of
+    (frames, height, width) `shapes` in for a height x width video: what the checks see of media
+    not yet decoded (a pose video's length, a face video's size)."""
+    return {field.name: stand_in(field.kind, shapes[field.name], height, width) for field in mode.inputs
+            if field.name in shapes}  # fmt: skip
 
 
 def check_pixels(shapes: Mapping[str, tuple[int, int, int]], request: GenerationRequest) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.adapters.media.letterbox import character_canvas
 from wanjax.adapters.media.mode_inputs import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
@@ -310,7 +311,7 @@ class GenerationService:
         run = ModeRun(
             requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
             noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, stretch=stretched,
-            span=trace.span,
+            letterbox=character_canvas, span=trace.span,
         )  # fmt: skip
         with held_loras:
             generated = mode.generate(run)

@@ -41,9 +41,11 @@ class TextEncoder(Protocol):
 
 class ImageEncoder(Protocol):
     """Images [H, W, 3] uint8 (RGB, any size) -> image embeddings [B, M, D] float32, one row per image
-    (Wan 2.1 I2V: CLIP ViT-H/14's penultimate hidden state, [B, 257, 1280])."""
+    (Wan 2.1 I2V: CLIP ViT-H/14's penultimate hidden state, [B, 257, 1280]). Each image is seen as
+    diffusers' pipelines show it (the short side resized, the centre cropped) or, with `squash`, as
+    the official Wan Animate shows its canvas (the whole image resized to the encoder's square)."""
 
-    def encode(self, images: Sequence[np.ndarray]) -> np.ndarray: ...
+    def encode(self, images: Sequence[np.ndarray], *, squash: bool = False) -> np.ndarray: ...
 
 
 class Denoiser(Protocol):

@@ -218,11 +218,14 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
     return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
-def _media(args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits]) -> dict[str, Any]:
+def _media(
+    args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits], *, probed: bool = False
+) -> dict[str, Any]:
     """The request fields of the input files the flags name: the mode that takes those inputs
     (asking `model` where several do: `--video` is a VACE model's control video, else the source of
-    video-to-video) reads each by its kind (an unreadable one is an InvalidRequestError)."""
-    from wanjax.adapters.media.mode_inputs import read_input
+    video-to-video) reads each by its kind (an unreadable one is an InvalidRequestError). `probed`
+    (`wanjax plan`): as stand-ins of the shapes their headers give, nothing decoded."""
+    from wanjax.adapters.media.mode_inputs import probe_input, read_input
     from wanjax.domain.modes.registry import input_fields, mode_of_inputs
 
     given = [field.name for field in input_fields() if getattr(args, field.name)]
@@ -230,7 +233,8 @@ def _media(args: argparse.Namespace, config: GenerationConfig, model: Callable[[
         return {}
     mode = mode_of_inputs(given, model)
     size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
-    read = {field.name: read_input(field.kind, getattr(args, field.name), **size) for field in mode.inputs
+    read_file = probe_input if probed else read_input
+    read = {field.name: read_file(field.kind, getattr(args, field.name), **size) for field in mode.inputs
             if field.name in given}  # fmt: skip
     return mode.from_media(read)
 
@@ -277,7 +281,8 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
 
         container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
     size = _planned_size(args, container) if plan_only else None
-    requests = _requests(config, args.prompt, _media(args, config, lambda: ModelTraits.of(container.checkpoint())))
+    model = lambda: ModelTraits.of(container.checkpoint())  # noqa: E731
+    requests = _requests(config, args.prompt, _media(args, config, model, probed=plan_only))
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)

@@ -16,12 +16,10 @@ stand between it and a CPU-only test run, and this module handles each:
 - Its pipelines build on `cuda:N` in `__init__` and load real checkpoints; tests make them
   with `official_pipeline`, which skips `__init__` and sets the attributes `generate` reads.
 - Wan 2.2 Animate (`wan/animate.py`, imported by `official_animate()`) reads its preprocessed
-  inputs with OpenCV (`cv2.imread`, `cv2.resize`) and decord (`VideoReader`), neither
-  installed (OpenCV's wheels are tens of megabytes, for one image read and a resize). While it
-  imports, stand-ins compute what it uses: an image read as BGR (PIL), a resize that is the
-  identity (the tests give the character at the video's size; any other size is refused, not
-  approximated), and videos decoded to RGB frames (PyAV). Its face adapter calls flash-attn's
-  `flash_attn_func`, computed here by torch's SDPA.
+  inputs with OpenCV (`cv2.imread`, and `cv2.resize` for the character's letterbox: OpenCV itself,
+  opencv-python-headless of the test extras) and decord (`VideoReader`, not installed: while
+  `wan/animate.py` imports, a stand-in decodes videos to RGB frames with PyAV). Its face adapter
+  calls flash-attn's `flash_attn_func`, computed here by torch's SDPA.
 """
 
 from __future__ import annotations
@@ -87,6 +85,17 @@ def flash_attn_by_sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tor
     return out.transpose(1, 2)
 
 
+class OpenClipTransforms:
+    """The open-clip preprocessing `CLIPModel.visual` reads the last step of: torchvision's
+    Normalize with OpenAI CLIP's mean and std (what wan/modules/animate/clip.py builds)."""
+
+    def __init__(self) -> None:
+        from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
+
+        mean, std = (torch.tensor(values).view(3, 1, 1) for values in (OPENAI_CLIP_MEAN, OPENAI_CLIP_STD))
+        self.transforms = [lambda images: (images - mean) / std]
+
+
 def _image_to_tensor(image: Image.Image) -> torch.Tensor:
     """torchvision's `to_tensor` for an 8-bit RGB image: [C, H, W] float32, values / 255."""
     pixels = np.asarray(image.convert("RGB"), dtype=np.float32) / 255.0
@@ -130,22 +139,6 @@ def _torchvision_stand_in() -> contextlib.AbstractContextManager[None]:
     return _stand_ins("torchvision", (torchvision, transforms, functional))
 
 
-def _read_bgr(path: str) -> np.ndarray:
-    """`cv2.imread(path)`: an 8-bit image as [H, W, 3] in BGR order."""
-    with Image.open(path) as image:
-        return np.ascontiguousarray(np.asarray(image.convert("RGB"))[..., ::-1])
-
-
-def _same_size_resize(image: np.ndarray, size: tuple[int, int], interpolation: int = 1) -> np.ndarray:
-    """`cv2.resize(image, (width, height))` where that is the image's own size: a copy."""
-    if tuple(size) != (image.shape[1], image.shape[0]):
-        raise NotImplementedError(
-            f"the cv2 stand-in resizes only to the same size, not {image.shape[1]}x{image.shape[0]} to "
-            f"{size[0]}x{size[1]}: give the character at the video's size, or install opencv-python-headless"
-        )
-    return image.copy()
-
-
 class _DecodedFrames:
     def __init__(self, frames: np.ndarray) -> None:
         self._frames = frames
@@ -171,16 +164,11 @@ class _VideoReader:
         return _DecodedFrames(self._frames[list(indices)])
 
 
-def _animate_stand_ins() -> contextlib.ExitStack:
-    """`cv2.imread`, `cv2.resize` (same size only), `cv2.INTER_LINEAR` and `decord.VideoReader`."""
-    cv2 = types.ModuleType("cv2")
-    cv2.imread, cv2.resize, cv2.INTER_LINEAR = _read_bgr, _same_size_resize, 1
+def _decord_stand_in() -> contextlib.AbstractContextManager[None]:
+    """`decord.VideoReader`."""
     decord = types.ModuleType("decord")
     decord.VideoReader = _VideoReader
-    stack = contextlib.ExitStack()
-    stack.enter_context(_stand_ins("cv2", (cv2,)))
-    stack.enter_context(_stand_ins("decord", (decord,)))
-    return stack
+    return _stand_ins("decord", (decord,))
 
 
 def official_animate() -> types.ModuleType:
@@ -191,7 +179,7 @@ def official_animate() -> types.ModuleType:
         package.WanAnimateModel = importlib.import_module("wan.modules.animate.model_animate").WanAnimateModel
         package.CLIPModel = sys.modules["wan.modules.animate.clip"].CLIPModel
         importlib.import_module("wan.modules.animate.face_blocks").flash_attn_func = flash_attn_by_sdpa
-        with _animate_stand_ins():
+        with _decord_stand_in():
             importlib.import_module("wan.animate")
     return sys.modules["wan.animate"]
 

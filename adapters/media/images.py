@@ -43,11 +43,21 @@ def decode_image(data: bytes, what: str) -> np.ndarray:
 def image_size(data: bytes, what: str) -> tuple[int, int]:
     """(width, height) of a client's image, read from its header: nothing is decoded (so PIL's
     warning of a large image, which the caller bounds itself, is not given)."""
+    return _size(io.BytesIO(data), what, CLIENT_IMAGE_FORMATS)
+
+
+def read_image_size(path: Path) -> tuple[int, int]:
+    """(width, height) of the image file at `path`, read as `image_size` reads a client's bytes
+    (errors as `read_image`)."""
+    return _size(path, f"image {path}", None)
+
+
+def _size(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None) -> tuple[int, int]:
     from PIL import Image
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-        return _opened(io.BytesIO(data), what, CLIENT_IMAGE_FORMATS, lambda image: image.size)
+        return _opened(source, what, formats, lambda image: image.size)
 
 
 def _decoded(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None = None) -> np.ndarray:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from wanjax.adapters.media.images import read_image
+from wanjax.adapters.media.images import read_image, read_image_size
 from wanjax.domain.errors import InvalidRequestError
 
 FRAME_SUFFIXES = (".png", ".jpg", ".jpeg")
@@ -59,10 +59,11 @@ def decode_whole_video(data: bytes, most: int, what: str) -> np.ndarray:
     return _stacked(frames, 1, what)
 
 
-def probe_video(data: bytes, num_frames: int, what: str) -> tuple[int, int]:
-    """(width, height) of a client's video, once its container holds at least `num_frames` video
-    packets (frames): read from its headers and packets, nothing decoded."""
-    width, height, frames = _probed(data, num_frames, what)
+def probe_video(source: Path | bytes, num_frames: int, what: str) -> tuple[int, int]:
+    """(width, height) of what `read_video` (a path: a file or frame folder) or `decode_video` (a
+    client's bytes) gives, once the source holds at least `num_frames` frames: read from headers,
+    nothing decoded (`_probed`)."""
+    width, height, frames = _probed(source, num_frames, what)
     if frames < num_frames:
         raise InvalidRequestError(
             f"{what} has {frames} frame(s); num_frames={num_frames} needs at least that many "
@@ -71,35 +72,62 @@ def probe_video(data: bytes, num_frames: int, what: str) -> tuple[int, int]:
     return width, height
 
 
-def probe_whole_video(data: bytes, most: int, what: str) -> tuple[int, int, int]:
-    """(width, height, frames) of a client's video, its frames counted up to `most` (the frames
-    `decode_whole_video` gives): read from its headers and packets, nothing decoded."""
-    width, height, frames = _probed(data, most, what)
+def probe_whole_video(source: Path | bytes, most: int, what: str) -> tuple[int, int, int]:
+    """(width, height, frames) of what `read_whole_video` or `decode_whole_video` gives (its frames
+    counted up to `most`), sources as `probe_video`'s: read from headers, nothing decoded."""
+    width, height, frames = _probed(source, most, what)
     if frames < 1:
         raise InvalidRequestError(f"{what} holds no frames; send a video of at least one")
     return width, height, frames
 
 
-def _probed(data: bytes, most: int, what: str) -> tuple[int, int, int]:
-    """(width, height, video packets up to `most`) of a client's video."""
+def _probed(source: Path | bytes, most: int, what: str) -> tuple[int, int, int]:
+    """(width, height, frames up to `most`) of a video file, frame folder or client's bytes. A
+    file's frames are its stream header's count where its container records one (mp4, mov: the
+    sample table), else its video packets, demuxed and counted (matroska, webm); a folder's are its
+    png/jpg files, their sizes read from their headers. Nothing is decoded."""
+    if isinstance(source, Path) and source.is_dir():
+        return _folder_shape(source, most, what)
+    if isinstance(source, Path) and not source.exists():
+        raise InvalidRequestError(f"{what} does not exist")
     import av
 
-    form = _client_format(data, what)
+    if isinstance(source, Path):
+        opened, form, options = str(source), None, None
+    else:
+        opened, form, options = io.BytesIO(source), _client_format(source, what), CLIENT_VIDEO_OPTIONS
     try:
-        with av.open(io.BytesIO(data), format=form, options=CLIENT_VIDEO_OPTIONS) as container:
+        with av.open(opened, format=form, options=options) as container:
             if not container.streams.video:
                 raise InvalidRequestError(f"{what} holds no video stream")
             stream = container.streams.video[0]
-            packets = 0
-            for packet in container.demux(stream):
-                packets += packet.size > 0
-                if packets == most:
-                    break
-            return stream.codec_context.width, stream.codec_context.height, packets
+            frames = stream.frames or _packets(container, stream, most)
+            return stream.codec_context.width, stream.codec_context.height, min(frames, most)
     except InvalidRequestError:
         raise
     except (av.FFmpegError, OSError, ValueError) as err:
         raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
+
+
+def _packets(container: Any, stream: Any, most: int) -> int:
+    """The stream's video packets (frames) up to `most`, demuxed, none decoded."""
+    packets = 0
+    for packet in container.demux(stream):
+        packets += packet.size > 0
+        if packets == most:
+            break
+    return packets
+
+
+def _folder_shape(folder: Path, most: int, what: str) -> tuple[int, int, int]:
+    """(width, height, frames up to `most`) of a frame folder, from its files' headers."""
+    files = _frame_files(folder, what)[:most]
+    sizes = {read_image_size(path) for path in files}
+    if len(sizes) > 1:
+        shapes = sorted((height, width, 3) for width, height in sizes)
+        raise InvalidRequestError(f"{what}: its frames differ in size ({', '.join(map(str, shapes))})")
+    (width, height), = sizes
+    return width, height, len(files)
 
 
 def _client_format(data: bytes, what: str) -> str:
@@ -112,10 +140,15 @@ def _client_format(data: bytes, what: str) -> str:
 
 
 def _folder_frames(folder: Path, num_frames: int, what: str) -> list[np.ndarray]:
+    return [read_image(f) for f in _frame_files(folder, what)[:num_frames]]
+
+
+def _frame_files(folder: Path, what: str) -> list[Path]:
+    """A frame folder's png/jpg files in name order (at least one)."""
     files = sorted(f for f in folder.iterdir() if f.suffix.lower() in FRAME_SUFFIXES)
     if not files:
         raise InvalidRequestError(f"{what} is a folder without png/jpg frames; give an mp4 or a folder of frames")
-    return [read_image(f) for f in files[:num_frames]]
+    return files
 
 
 def _decoded_frames(source: str | BinaryIO, num_frames: int, what: str, form: str | None = None) -> list[np.ndarray]:

@@ -4,7 +4,9 @@
 Wan 2.1 I2V conditions its cross-attention on CLIP ViT-H/14's penultimate hidden state
 (before the last block and the post-layernorm), 257 tokens of width 1280 per image.
 Images go through the checkpoint's own `CLIPImageProcessor` as PIL images, the input
-diffusers' pipeline receives, so resizing and cropping are those of the reference.
+diffusers' pipeline receives, so resizing and cropping are those of the reference; or, with
+`squash` (the official Wan Animate's view of its character canvas), resized whole to the model's
+square by torch's bicubic, as `wan/modules/animate/clip.py`'s `CLIPModel.visual` does.
 This is the only module that imports torch for image encoding; the composition root
 imports it lazily so JAX-only runs never load torch.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from PIL import Image
 from transformers import CLIPImageProcessor, CLIPVisionConfig, CLIPVisionModel
 
@@ -93,15 +96,33 @@ class ClipImageEncoder:
             processor = load_pretrained(CLIPImageProcessor.from_pretrained, files.preprocessing, "CLIP image processor")
         return cls(processor, model.to(torch.device(device)))
 
-    def encode(self, images: Sequence[np.ndarray]) -> np.ndarray:
-        """Images [H, W, 3] uint8 -> the penultimate hidden state [B, M, D] float32."""
-        if len(images) == 0:
-            raise InvalidRequestError("images must be a non-empty sequence of [H, W, 3] uint8 arrays")
-        pictures = [Image.fromarray(_checked_image(i, image)) for i, image in enumerate(images)]
-        pixels = self._processor(images=pictures, return_tensors="pt").pixel_values  # [B, 3, S, S]
+    def encode(self, images: Sequence[np.ndarray], *, squash: bool = False) -> np.ndarray:
+        """Images [H, W, 3] uint8 -> the penultimate hidden state [B, M, D] float32, each image seen
+        as `pixel_values` shows it."""
+        pixels = self.pixel_values(images, squash=squash)
         with torch.inference_mode():
             hidden = self._model(pixel_values=pixels.to(self._model.device), output_hidden_states=True)
             return hidden.hidden_states[-2].float().cpu().numpy()  # [B, M, D]
+
+    def pixel_values(self, images: Sequence[np.ndarray], *, squash: bool = False) -> torch.Tensor:
+        """Images [H, W, 3] uint8 -> the model's input [B, 3, S, S] float32: through the image
+        processor (diffusers' pipelines' view: the short side resized, bicubic, the centre cropped)
+        or, with `squash`, as the official `WanAnimate.generate` shows CLIP its canvas: the image's
+        values in [-1, 1] resized to S x S by torch's bicubic (aspect not kept, nothing cropped),
+        back to [0, 1] and normalised with the processor's mean and std. The official code casts
+        those values to bfloat16 first; here they stay float32."""
+        if len(images) == 0:
+            raise InvalidRequestError("images must be a non-empty sequence of [H, W, 3] uint8 arrays")
+        images = [_checked_image(i, image) for i, image in enumerate(images)]
+        if not squash:
+            pictures = [Image.fromarray(image) for image in images]
+            return self._processor(images=pictures, return_tensors="pt").pixel_values
+        size = (self._model.config.image_size,) * 2
+        unit = [torch.from_numpy(image / 127.5 - 1.0).float().permute(2, 0, 1)[None] for image in images]
+        squashed = torch.cat([F.interpolate(pixels, size=size, mode="bicubic", align_corners=False) for pixels in unit])
+        mean, std = (torch.tensor(values, dtype=torch.float32).view(3, 1, 1) for values in (
+            self._processor.image_mean, self._processor.image_std))  # fmt: skip
+        return (squashed * 0.5 + 0.5 - mean) / std
 
 
 def _checked_image(index: int, image: np.ndarray) -> np.ndarray:

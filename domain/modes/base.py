@@ -35,7 +35,6 @@ class InputKind(enum.Enum):
     SIZED_VIDEO = "sized_video"  # a VIDEO stretched to the request's size
     MASK = "mask"  # a SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
     CANVAS_IMAGES = "canvas_images"  # repeatable IMAGEs, each fitted onto a white canvas of the request's size
-    CHARACTER_IMAGE = "character_image"  # an IMAGE fitted onto a black canvas of the request's size
     WHOLE_VIDEO = "whole_video"  # a VIDEO's every frame (however many), at its own size
     WHOLE_SIZED_VIDEO = "whole_sized_video"  # a WHOLE_VIDEO stretched to the request's size
     WHOLE_MASK = "whole_mask"  # a WHOLE_SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
@@ -65,7 +64,7 @@ class InputKind(enum.Enum):
             return
         image, mask = ("RGB pixels", "[H, W, 3]"), ("a mask", "[F, H, W]")
         what, layout = {
-            InputKind.IMAGE: image, InputKind.CHARACTER_IMAGE: image, InputKind.MASK: mask, InputKind.WHOLE_MASK: mask,
+            InputKind.IMAGE: image, InputKind.MASK: mask, InputKind.WHOLE_MASK: mask,
         }.get(self, ("RGB frames", "[F, H, W, 3]"))  # fmt: skip
         ndim, rgb = layout.count(",") + 1, layout.endswith("3]")
         if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim or (
@@ -159,7 +158,10 @@ class ModeRun:
     decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents;
     stretch(frames, height, width): uint8 frames [F, H, W, 3] stretched to height x width as the
       input readers fit a video to the request's size (Lanczos; the frames themselves where they
-      fit), for an input whose size only the model knows."""
+      fit), for an input whose size only the model knows;
+    letterbox(image, height, width, reference): an RGB uint8 image [h, w, 3] on a black canvas
+      [height, width, 3], fitted (aspect kept) and placed as `reference` ("official" or "diffusers")
+      places Wan Animate's character."""
 
     requests: Sequence[GenerationRequest]
     request: GenerationRequest
@@ -171,6 +173,7 @@ class ModeRun:
     denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
     stretch: Callable[[np.ndarray, int, int], np.ndarray]
+    letterbox: Callable[[np.ndarray, int, int, str], np.ndarray]
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
 

@@ -5,7 +5,9 @@ the videos are padded back and forth to 17 frames), with classifier-free guidanc
 unconditional pass sees a blank face). The same noise on both sides: diffusers draws each
 segment's from one generator; wanjax takes segment k's from seed + k, here a table of those draws.
 Animation gets its face video at 20x12, which both stretch to the model's 16x16 faces; replacement
-at 16x16, which both take as it is.
+at 16x16, which both take as it is. The character is 23x37, which both letterbox onto the 48x32
+video (19 pixels wide) and whose own view CLIP reads (wanjax as diffusers with
+`sigma_schedule=diffusers`; tests/unit/test_character_canvas.py compares the preprocessing exactly).
 
 Tolerances as the other pipeline parities: the last segment's final latents within 1e-4 of
 max|ref| in fp32, uint8 frames within 1 level. 512 text tokens (diffusers' hard-coded split).
@@ -28,6 +30,7 @@ from wanjax.domain.errors import InvalidRequestError
 PROMPT, NEGATIVE = "a dancer spins", "blurry"
 HEIGHT, WIDTH, FRAMES, SEGMENT, FACE = 32, 48, 13, 9, 16
 WIDE_FACE = (12, 20)  # height, width: not the model's FACE x FACE
+CHARACTER = (37, 23)  # height, width: taller than the video, an odd scaled width
 STEPS, GUIDANCE, SEED = 3, 2.0, 11
 SEGMENT_LATENTS = (1, 16, 1 + (SEGMENT - 1) // 4 + 1, HEIGHT // 8, WIDTH // 8)
 
@@ -41,7 +44,8 @@ def folder(tiny_animate_checkpoint):
 def videos():
     videos = random_animate_videos(FRAMES, HEIGHT, WIDTH, face=(FACE, FACE))
     wide = random_animate_videos(FRAMES, HEIGHT, WIDTH, face=WIDE_FACE)["face"]
-    return dict(videos, wide_face=wide)
+    character = np.random.default_rng(7).integers(0, 256, (*CHARACTER, 3), dtype=np.uint8)
+    return dict(videos, wide_face=wide, image=character)
 
 
 @pytest.fixture(scope="module")

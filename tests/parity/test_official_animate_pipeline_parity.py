@@ -8,9 +8,10 @@ The official default grid (dpm++ on the Wan sigma grid, shift 5), animation with
 face), each over two segments: 7 driving frames padded back and forth to 9, segments of 5
 with 1 frame of conditioning. The official code reads its preprocessed folder (src_pose.mp4,
 src_face.mp4, src_ref.png, src_bg.mp4, src_mask.mp4), written here from the test's arrays as
-lossless RGB mp4s. Where the two differ (docs/sampling.md lists it all), the inputs make the
-difference vanish: the character and CLIP image at the video's size (32x32, the CLIP's size:
-every resize is the identity), a grey mask (its first channel is its grey), the later
+lossless RGB mp4s. The character is 37x23 for a 48x32 video: the official code letterboxes it
+(OpenCV itself) and CLIP sees that canvas squashed to its 32x32, as wanjax does by default. Where
+the two differ (docs/sampling.md lists it all), the inputs make the
+difference vanish: a grey mask (its first channel is its grey), the later
 segment's noise the official generator's second draw (`NoiseInTurn`). The official `generate`
 casts to bfloat16 and runs under bfloat16 autocast; here its module sees a `torch` whose
 bfloat16 is float32.
@@ -40,7 +41,7 @@ from official_folders import (
     official_text_encoder,
     write_official_folder,
 )
-from official_wan import official_animate, official_pipeline
+from official_wan import OpenClipTransforms, official_animate, official_pipeline
 from segment_noise import NoiseInTurn
 
 from wanjax.application.container import build_container
@@ -53,7 +54,8 @@ pytestmark = pytest.mark.filterwarnings(
     "ignore:.*torch.cuda.amp.autocast.*:FutureWarning",
 )
 PROMPT, NEGATIVE = "a dancer spins", "blurry"
-SIZE, FRAMES, SEGMENT, STEPS, SHIFT, SEED = 32, 7, 5, 2, 5.0, 11
+HEIGHT, WIDTH, FRAMES, SEGMENT, STEPS, SHIFT, SEED = 32, 48, 7, 5, 2, 5.0, 11
+CHARACTER = (37, 23)  # height, width: letterboxed 19 pixels wide, at 14 pixels from the left
 LATENT_FRAMES = 1 + (SEGMENT - 1) // 4 + 1  # the reference frame, then the segment's
 GUIDANCE = {"animate": 1.0, "replace": 2.0}
 LATENT_TOLERANCE = 1e-4  # of max |latent|
@@ -68,29 +70,19 @@ class _Float32Torch(types.ModuleType):
         return getattr(torch, name)
 
 
-class _ClipTransforms:
-    """The open-clip preprocessing `CLIPModel.visual` reads the last step of: torchvision's
-    Normalize with OpenAI CLIP's mean and std (what wan/modules/animate/clip.py builds)."""
-
-    def __init__(self) -> None:
-        from transformers.image_utils import OPENAI_CLIP_MEAN, OPENAI_CLIP_STD
-
-        mean, std = (torch.tensor(values).view(3, 1, 1) for values in (OPENAI_CLIP_MEAN, OPENAI_CLIP_STD))
-        self.transforms = [lambda images: (images - mean) / std]
-
-
 def _official_clip(models) -> object:
     from wan.modules.animate.clip import CLIPModel
 
     clip = object.__new__(CLIPModel)
-    clip.model, clip.transforms = models.clip, _ClipTransforms()
+    clip.model, clip.transforms = models.clip, OpenClipTransforms()
     clip.dtype, clip.device = torch.float32, torch.device("cpu")
     return clip
 
 
 @pytest.fixture(scope="module")
 def inputs():
-    return random_animate_videos(FRAMES, SIZE, SIZE, face=(ANIMATE_FACE, ANIMATE_FACE))
+    videos = random_animate_videos(FRAMES, HEIGHT, WIDTH, face=(ANIMATE_FACE, ANIMATE_FACE))
+    return dict(videos, image=np.random.default_rng(7).integers(0, 256, (*CHARACTER, 3), dtype=np.uint8))
 
 
 def _write_video(frames: np.ndarray, path: Path) -> None:
@@ -131,7 +123,7 @@ def setup(tmp_path_factory, inputs):
 
     config = resolve_config(str(folder), {"max_sequence_length": str(TEXT_LEN), "text_embeddings_cache_dir": "none"})
     container = build_container(config)
-    latent_shape = (models.vae.z_dim, LATENT_FRAMES, SIZE // 8, SIZE // 8)
+    latent_shape = (models.vae.z_dim, LATENT_FRAMES, HEIGHT // 8, WIDTH // 8)
     denoiser = NoiseInTurn(container.denoiser(), SEED, latent_shape, segments=2)  # the official generator's draws
     container.denoiser.override(providers.Object(denoiser))
     return official, vae, preprocessed, config, container.service(), denoiser
@@ -156,7 +148,7 @@ def test_matches_the_official_pipeline_over_two_segments(setup, inputs, mode, mo
 
     replace = dict(background_video=inputs["background"], mask=inputs["mask"]) if mode == "replace" else {}
     request = config.request(
-        PROMPT, negative_prompt=NEGATIVE, height=SIZE, width=SIZE, num_inference_steps=STEPS, flow_shift=SHIFT,
+        PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS, flow_shift=SHIFT,
         sample_solver="dpm++", guidance_scale=GUIDANCE[mode], seed=SEED, image=inputs["image"],
         inputs={"pose_video": inputs["pose"], "face_video": inputs["face"], **replace}, segment_frame_length=SEGMENT,
         prev_segment_conditioning_frames=1,
@@ -170,5 +162,5 @@ def test_matches_the_official_pipeline_over_two_segments(setup, inputs, mode, mo
         assert ours.shape == reference.shape
         error = np.max(np.abs(ours - reference)) / np.max(np.abs(reference))
         assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
-    assert frames.shape == expected_frames.shape == (FRAMES, SIZE, SIZE, 3) and np.ptp(expected_frames) > 0
+    assert frames.shape == expected_frames.shape == (FRAMES, HEIGHT, WIDTH, 3) and np.ptp(expected_frames) > 0
     assert np.max(np.abs(frames.astype(int) - expected_frames.astype(int))) <= 1

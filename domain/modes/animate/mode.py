@@ -2,6 +2,12 @@
 face video (animation), or put into a background video where a mask says (replacement), run
 segment by segment as diffusers' WanAnimatePipeline does.
 
+The character (any size) goes onto a black canvas of the video's size, and CLIP sees it, as the
+run's reference does (`sigma_schedule`: the official code by default, diffusers with
+`sigma_schedule=diffusers`; adapters/media/letterbox.py): the official code letterboxes with
+OpenCV's linear resize and shows CLIP that canvas squashed to its square, diffusers letterboxes
+with Lanczos and shows CLIP the image as given.
+
 Every segment is one denoising run over latents [1, 1 + F', H', W', C]: latent frame 0 is the
 reference (character) frame, frames 1..F' the segment's L pixel frames. Their extra channels
 hold, per latent frame, a 4-slot mask and the VAE latents of a conditioning video: the
@@ -50,8 +56,8 @@ if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
 
 INPUTS = (
-    InputField(name="image", flag="--image", kind=InputKind.CHARACTER_IMAGE, http="input_reference",
-               help="Wan Animate: the character (png/jpg), fitted onto a black canvas of the video's size"),
+    InputField(name="image", flag="--image", kind=InputKind.IMAGE, http="input_reference",
+               help="Wan Animate: the character (png/jpg), any size: fitted onto a black canvas of the video's size"),
     InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
                help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
     InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
@@ -95,13 +101,6 @@ class Animate(GenerationMode):
             raise InvalidRequestError(
                 "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
             )
-        if request.image.shape[:2] != (request.height, request.width):
-            height, width = request.image.shape[:2]
-            raise InvalidRequestError(
-                f"image: the character is {width}x{height}, the video {request.width}x{request.height}; give it on "
-                "a black canvas of the video's size, as `--image` places it (wanjax.adapters.media.mode_inputs."
-                "reference_canvas(image, height, width, fill=0))"
-            )
         self.segments(animate_videos(request).pose, request)
         animate_videos(request).check_size(request.height, request.width)
 
@@ -144,11 +143,12 @@ class Animate(GenerationMode):
             given = attrs.evolve(given, face=run.stretch(given.face, face_size, face_size))  # as diffusers resizes it
             videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
-            encoded = parts.autoencoder.encode_image(request.image, *size, num_frames=1)
+            canvas = run.letterbox(request.image, *size, request.sigma_schedule)  # as the run's reference does
+            encoded = parts.autoencoder.encode_image(canvas, *size, num_frames=1)
             xp = array_namespace(encoded)  # the latents and frames stay where the adapters made them
             ones = np.ones((*encoded.shape[:-1], temporal), np.float32)
             reference = xp.concat([xp.asarray(ones), encoded], axis=-1)  # [1, 1, H', W', temporal + C]
-            image_context = parts.image_encoder.encode([request.image])
+            image_context = _character_context(parts.image_encoder, request.image, canvas, request.sigma_schedule)
         kept, latents, previous, report = [], [], None, None
         for k, start in enumerate(segments.starts()):
             window = slice(start, start + segments.length)
@@ -193,6 +193,14 @@ class _Videos:
             character = nearest_resized(reflect_padded(videos.mask, count), geometry.height, geometry.width)
         pose, face = (unit_pixels(reflect_padded(v, count)) for v in (videos.pose, videos.face))
         return cls(pose, face, background, character)
+
+
+def _character_context(encoder: Any, image: np.ndarray, canvas: np.ndarray, reference: str) -> Any:
+    """CLIP's view of the character as `reference` gives it: the official code squashes its canvas to
+    CLIP's square, diffusers hands CLIP the image as given (resized by its short side, cropped)."""
+    if reference == "official":
+        return encoder.encode([canvas], squash=True)
+    return encoder.encode([image])
 
 
 def animate_videos(request: GenerationRequest) -> AnimateVideos:
