@@ -1,10 +1,14 @@
 """Conditioning: how a Wan model takes its input image, and the arrays the denoiser receives
-(each mode of domain/modes/ fills its own)."""
+(each mode of domain/modes/ fills its own), each declaring how it splits across the guidance rows
+(`GUIDANCE_ROWS`, domain/guidance.py)."""
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from wanjax.domain.guidance import SHARED, UNBATCHED, RowSplit, blank_when_unconditional
 
 
 class ImageConditioning(enum.Enum):
@@ -27,7 +31,9 @@ class Conditioning(NamedTuple):
     pose: [B, F' - 1, H', W', C] Wan Animate's pose latents (one segment's), for every latent frame
       after the reference frame, read by the pose patch embedding at every step.
     face: [B, T, S, S, 3] Wan Animate's face video (the segment's T pixel frames) in [-1, 1], read by
-      the motion encoder; the unconditional rows get a blank face (all -1), as diffusers.
+      the motion encoder.
+
+    A new field declares its `RowSplit` in `GUIDANCE_ROWS` (the guider refuses one that does not).
     """
 
     extra_channels: Any = None
@@ -38,3 +44,14 @@ class Conditioning(NamedTuple):
     pose: Any = None
     face: Any = None
 
+
+GUIDANCE_ROWS: Mapping[str, RowSplit] = {
+    "extra_channels": SHARED,
+    "image_context": SHARED,
+    "first_frame": SHARED,
+    "control": SHARED,
+    "control_scale": UNBATCHED,
+    "pose": SHARED,
+    "face": blank_when_unconditional(-1.0),  # the unconditional rows see a blank face, as diffusers' pass
+}
+"""How each `Conditioning` field splits across the guidance rows, by field name."""

@@ -7,6 +7,7 @@ import numpy as np
 
 from wanjax.domain.caching import CachePlan, plan_cache
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.guidance import GuidanceScales
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import NUM_TRAIN_TIMESTEPS, SolverTable, few_step_euler_table, sampler_table
 from wanjax.domain.modes.registry import requested_mode
@@ -100,8 +101,7 @@ def plan_sampling(
                 "set it, e.g. --set boundary_ratio=0.875"
             )
         experts = expert_per_step(solver.timesteps, boundary)
-    low = request.guidance_scale if request.guidance_scale_low is None else request.guidance_scale_low
-    scales = np.where(experts == HIGH_NOISE, request.guidance_scale, low).astype(np.float32)
+    scales = GuidanceScales.of(request.guidance_scale, request.guidance_scale_low).per_step(experts)
     return SamplingPlan(
         solver=solver,
         guidance_scales=scales,

@@ -23,6 +23,7 @@ from flax import nnx
 from jax.typing import DTypeLike
 
 from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoising.guider import Guider
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays, scan_denoise
 from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache
 from wanjax.adapters.jax.platform.compiled import CompiledFunction, xla_options
@@ -160,15 +161,14 @@ class DenoisingProgram:
     ) -> StepInputs:
         """The per-generation inputs. `abstract` (for compiling): the KV cache as shapes only, its
         builder compiled but not run."""
-        contexts = jnp.asarray(_stack_context(context, negative_context))  # [copies * B, L, text_dim]
-        copies = contexts.shape[0] // latent_shape[0]
+        guider = Guider.for_prompts(negative_context)
+        contexts = jnp.asarray(guider.text_rows(context, negative_context))  # [copies * B, L, text_dim]
         c = _on_device(conditioning)
-        image_context = None if c.image_context is None else jnp.concatenate([c.image_context] * copies)
         model_input_shape = (*latent_shape[:-1], self._in_channels)  # the extra channels included
         rope = RopeTables(*(jnp.asarray(a) for a in self._rope_tables(model_input_shape)))
         if not self.options.use_kv_cache:
-            text = (contexts,) * len(self.params)
-            return StepInputs(text, c._replace(image_context=image_context), rope)
+            return StepInputs((contexts,) * len(self.params), c, rope)
+        image_context = guider.field_rows(c, "image_context")
         if abstract:
             params = [self.working(e, abstract=True) for e in range(len(self.params))]
             text = tuple(jax.eval_shape(self.cross_attention_kv, p, contexts, image_context) for p in params)
@@ -226,10 +226,3 @@ class DenoisingProgram:
 
 def _on_device(conditioning: Conditioning) -> Conditioning:
     return Conditioning(*(None if a is None else jnp.asarray(a, jnp.float32) for a in conditioning))
-
-
-def _stack_context(context: np.ndarray, negative_context: np.ndarray | None) -> np.ndarray:
-    """Conditional and unconditional embeddings stacked on the batch axis: one pass does both."""
-    if negative_context is None:
-        return context
-    return np.concatenate([context, negative_context], axis=0)

@@ -1,6 +1,7 @@
-"""One denoising step, shared by the Python loop and the scan loop: the transformer pass
-(conditional and unconditional rows in one batch), classifier-free guidance, the solver update,
-and whatever the cache plan skips.
+"""One denoising step, shared by the Python loop and the scan loop: the transformer pass on the
+guidance rows (conditional and unconditional in one batch, laid out by the `Guider` from each
+input's declared split), their guided combination, the solver update, and whatever the cache
+plan skips.
 
 A step reads one `Step` (a pytree): its expert's weights, the per-step values (solver row,
 timestep, guidance scale, the cache plan's flags) and its expert's share of what is fixed for a
@@ -42,36 +43,26 @@ from wanjax.adapters.jax.caching.state import (
     StepReport,
     initial_cache_state,
 )
-from wanjax.adapters.jax.transformer.animate.branch import AnimateInputs
+from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
 
-TextInput = CrossAttentionKV | jax.Array
-"""An expert's text input: its cross-attention K/V cache ([layers, copies * B, L, N, H] ...), or the
-text embeddings [copies * B, L, text_dim] from which every step recomputes them (conditional rows first)."""
-
-
 class StepInputs(NamedTuple):
     """What every step of one generation reads and the plan does not change (a pytree).
 
-    text: one `TextInput` per expert (the embeddings are the same array for all experts).
-    conditioning: extra_channels [B, F', H', W', Cx] and first_frame [B, 1, H', W', C] as
-      given; image_context stacked for the guidance copies [copies * B, M, image_dim], or None
-      when the cache already holds its K/V.
+    text: one `TextInput` per expert, its rows the guider's (the embeddings are the same array
+      for all experts).
+    conditioning: as the mode gave it, one row per sample (the step lays out the guidance rows);
+      image_context None when the text's K/V cache already holds its K/V.
     rope: RoPE tables [S, H/2] of this latent shape.
     """
 
     text: tuple[TextInput, ...]
     conditioning: Conditioning
     rope: RopeTables
-
-
-def text_batch(text: TextInput) -> int:
-    """copies * B: the batch the transformer runs on."""
-    return text.text_k.shape[1] if isinstance(text, CrossAttentionKV) else text.shape[0]
 
 
 class StepValues(NamedTuple):
@@ -141,7 +132,7 @@ def initial_cache(
     tokens = math.prod(model.token_grid((*sample.shape[:-1], model.spec.in_channels)))
     shapes = CacheShapes(
         latents=tuple(sample.shape),
-        copies=text_batch(inputs.text[0]) // sample.shape[0],
+        copies=Guider.of_text(inputs.text[0], sample.shape[0]).copies,
         tokens=tokens,
         time_tokens=1 if inputs.conditioning.first_frame is None else tokens,
         width=model.spec.inner_dim,
@@ -179,67 +170,54 @@ def _guided_velocity(
 ) -> tuple[jax.Array, CacheState, StepReport]:
     """The guided velocity [B, F', H', W', C] float32 at x; with the CFG cache, on its steps,
     from the conditional rows alone."""
-    values, conditioning = step.values, step.conditioning
-    transformer = model.merged(step.params)
-    copies = text_batch(step.text) // x.shape[0]
-    x_in = with_first_frame(x, conditioning.first_frame).astype(transformer.dtype)
-    if conditioning.extra_channels is not None:
-        x_in = jnp.concatenate([x_in, conditioning.extra_channels.astype(transformer.dtype)], axis=-1)
-    t = _timesteps(transformer, x, values.timestep, conditioning, copies)  # [copies * B] or [copies * B, S]
+    values, batch = step.values, x.shape[0]
+    guider = Guider.of_text(step.text, batch)
     if cache.guidance is None:
-        velocity, cache, report = _transformer_pass(model, step, cache, x_in, t)
-        if copies == 2:  # conditional rows first
-            velocity = _guidance(*jnp.split(velocity, 2), values.guidance_scale)
-        return velocity, cache, report
+        velocity, cache, report = _transformer_pass(model, step, guider, cache, x)
+        return guider.combine(velocity, values.guidance_scale), cache, report
 
     def both_passes(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        velocity, cache, _ = _transformer_pass(model, step, cache, x_in, t)
-        conditional, unconditional = jnp.split(velocity, 2)
+        velocity, cache, _ = _transformer_pass(model, step, guider, cache, x)
+        conditional, unconditional = guider.split(velocity)
         difference = GuidanceCache(unconditional - conditional, values.expert)  # [B, F', H', W', C] float32
         return conditional, unconditional, cache._replace(guidance=difference)
 
     def conditional_pass(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        rows = x.shape[0]
-        conditional, cache, _ = _transformer_pass(model, _conditional_rows(step, rows), cache, x_in, t[:rows])
+        step = step._replace(text=guider.conditional_text(step.text, batch))
+        conditional, cache, _ = _transformer_pass(model, step, guider.conditional, cache, x)
         weights = step.controls.steps.cfg_weights
         return conditional, estimate_unconditional(conditional, cache.guidance.difference, weights), cache
 
     cond_only = step.controls.steps.cond_only & (cache.guidance.expert == values.expert)
     conditional, unconditional, cache = jax.lax.cond(cond_only, conditional_pass, both_passes, step, cache)
-    return _guidance(conditional, unconditional, values.guidance_scale), cache, StepReport(unconditional=~cond_only)
-
-
-def _conditional_rows(step: Step, rows: int) -> Step:
-    """The step on the first `rows` (conditional) rows of its text and image inputs alone."""
-    text = step.text
-    text = jax.tree.map(lambda a: a[:, :rows], text) if isinstance(text, CrossAttentionKV) else text[:rows]
-    image = step.conditioning.image_context
-    conditioning = step.conditioning._replace(image_context=None if image is None else image[:rows])
-    return step._replace(text=text, conditioning=conditioning)
+    return guider.guided(conditional, unconditional, values.guidance_scale), cache, StepReport(unconditional=~cond_only)
 
 
 def _transformer_pass(
-    model: StepModel, step: Step, cache: CacheState, x_in: jax.Array, t: jax.Array
+    model: StepModel, step: Step, guider: Guider, cache: CacheState, x: jax.Array
 ) -> tuple[jax.Array, CacheState, StepReport]:
-    """The transformer on x_in [B, F', H', W', C_in] repeated for the rows of the step's text
-    (conditional first) at timesteps `t` -> velocity [rows, F', H', W', C_out] float32. With a
+    """The transformer on the guider's rows of x [B, F', H', W', C] and of the step's
+    conditioning (as each input declares) -> velocity [rows, F', H', W', C_out] float32. With a
     residual cache, its blocks are skipped (their cached residual added) on the steps the plan
-    or TeaCache reuse. A VACE model's control latents [B, ...] are repeated as x_in is."""
+    or TeaCache reuse."""
     transformer, controls = model.merged(step.params), step.controls
-    copies = text_batch(step.text) // x_in.shape[0]
-    grid = transformer.token_grid(x_in.shape)
-    x_rows = jnp.concatenate([x_in] * copies)
-    tokens, time = transformer.embed(x_rows, t)  # [rows, S, D]
-    control = step.conditioning.control
-    scale = step.conditioning.control_scale
-    vace = None if control is None else (jnp.concatenate([control] * copies), scale, x_rows.shape)
-    animate = _animate_inputs(transformer, step.conditioning, x_rows.shape, copies)
-    if animate is not None:
-        tokens = tokens + animate.pose
-    face = None if animate is None else animate.face
+    rows = guider.rows(step.conditioning)
+    x_rows = _model_input(transformer, guider.latent_rows(x), rows)
+    grid = transformer.token_grid(x_rows.shape)
+    t = _timesteps(transformer, x_rows, step.values.timestep, rows.first_frame)  # [rows] or [rows, S]
+    animate = None
+    if rows.pose is not None:
+        pose, face = rows.pose.astype(transformer.dtype), rows.face.astype(transformer.dtype)
+        animate = transformer.animate_inputs(pose, face, x_rows.shape)
+    tokens, time = transformer.embed(x_rows, t, None if animate is None else animate.pose)  # [rows, S, D]
+    inputs = _BlockInputs(
+        image=rows.image_context,
+        vace=None if rows.control is None else (rows.control, rows.control_scale, x_rows.shape),
+        face=None if animate is None else animate.face,
+    )
     if not controls.tracks_residual:
-        out = _blocks(model, step, tokens, time.temb6, vace, face)
-        norms = residual_norms(out - tokens, copies) if controls.calibrate else None
+        out = _blocks(model, step, tokens, time.temb6, inputs)
+        norms = residual_norms(out - tokens, guider.copies) if controls.calibrate else None
         return transformer.head(out, time, grid), cache, StepReport(residual_norms=norms)
 
     reuse, cache = _reuses_residual(cache, controls, time, step.values.expert)
@@ -249,12 +227,21 @@ def _transformer_pass(
         return tokens + residual, residual
 
     def computed(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = _blocks(model, step, tokens, temb6, vace, face)
+        out = _blocks(model, step, tokens, temb6, inputs)
         return out, out - tokens
 
     out, residual = jax.lax.cond(reuse, reused, computed, step, tokens, time.temb6)
     cache = cache._replace(residual=ResidualCache(residual, step.values.expert))
     return transformer.head(out, time, grid), cache, StepReport(blocks=~reuse)
+
+
+def _model_input(transformer: WanTransformer, latent_rows: jax.Array, rows: Conditioning) -> jax.Array:
+    """The rows' latents [rows, F', H', W', C] as the transformer takes them: the given first
+    frame's latents in frame 0 (TI2V), the extra channels appended (I2V)."""
+    x = with_first_frame(latent_rows, rows.first_frame).astype(transformer.dtype)
+    if rows.extra_channels is None:
+        return x
+    return jnp.concatenate([x, rows.extra_channels.astype(transformer.dtype)], axis=-1)
 
 
 def _reuses_residual(
@@ -272,45 +259,28 @@ def _reuses_residual(
     return reuse, cache._replace(tea=tea)
 
 
-def _animate_inputs(
-    transformer: WanTransformer, c: Conditioning, shape: tuple[int, ...], copies: int
-) -> AnimateInputs | None:
-    """An Animate model's pose and face tokens for the rows of latents of `shape` (conditional
-    rows first; the others see a blank face, all -1, as diffusers' unconditional pass); None
-    for the other models."""
-    if c.pose is None:
-        return None
-    blank = -jnp.ones_like(c.face)
-    faces = jnp.concatenate([c.face] + [blank] * (copies - 1)).astype(transformer.dtype)
-    pose = jnp.concatenate([c.pose] * copies).astype(transformer.dtype)
-    return transformer.animate_inputs(pose, faces, shape)
+class _BlockInputs(NamedTuple):
+    """What the blocks read of the conditioning rows besides the text: the image tokens
+    [rows, M, image_dim] (when no K/V cache holds theirs), a VACE model's control latents
+    [rows, ...], their scale and the latents' shape, an Animate model's face tokens
+    [rows, F', N + 1, D]; None where the model has none."""
+
+    image: jax.Array | None
+    vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None
+    face: jax.Array | None
 
 
-def _blocks(
-    model: StepModel,
-    step: Step,
-    tokens: jax.Array,
-    temb6: jax.Array,
-    vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None,
-    face: jax.Array | None = None,
-) -> jax.Array:
-    """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, reading its
-    control latents [rows, ...] and scale, for latents of the given shape; an Animate model's
-    face adapters reading its face tokens [rows, F', N + 1, D]); the cross-attention K/V from
-    the cache, or computed here from the text embeddings (and image tokens)."""
+def _blocks(model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, inputs: _BlockInputs) -> jax.Array:
+    """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, an Animate
+    model's face adapters after theirs); the cross-attention K/V from the cache, or computed
+    here from the text embeddings (and image tokens)."""
     transformer = model.merged(step.params)
-    control = None if vace is None else transformer.vace_control(*vace)
+    control = None if inputs.vace is None else transformer.vace_control(*inputs.vace)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
-        image = step.conditioning.image_context
-        image = None if image is None else image.astype(transformer.dtype)
+        image = None if inputs.image is None else inputs.image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, face, stream=model.stream_blocks)
-
-
-def _guidance(conditional: jax.Array, unconditional: jax.Array, scale: jax.Array) -> jax.Array:
-    """Classifier-free guidance of the two predictions [B, ...] float32."""
-    return unconditional + scale * (conditional - unconditional)
+    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, inputs.face, stream=model.stream_blocks)
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:
@@ -318,11 +288,13 @@ def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.A
     return latents if first_frame is None else latents.at[:, :1].set(first_frame.astype(latents.dtype))
 
 
-def _timesteps(model: WanTransformer, x: jax.Array, timestep: jax.Array, c: Conditioning, copies: int) -> jax.Array:
-    """[B * copies], or per token [B * copies, S] with the given first frame's tokens at 0 (TI2V)."""
-    batch = x.shape[0] * copies
-    if c.first_frame is None:
+def _timesteps(
+    model: WanTransformer, x_rows: jax.Array, timestep: jax.Array, first_frame: jax.Array | None
+) -> jax.Array:
+    """[rows], or per token [rows, S] with the given first frame's tokens at 0 (TI2V)."""
+    batch = x_rows.shape[0]
+    if first_frame is None:
         return jnp.full((batch,), timestep, dtype=jnp.float32)
-    frames, height, width = model.token_grid(x.shape)
+    frames, height, width = model.token_grid(x_rows.shape)
     per_frame = jnp.full((frames,), timestep, dtype=jnp.float32).at[0].set(0.0)
     return jnp.broadcast_to(jnp.repeat(per_frame, height * width), (batch, frames * height * width))

@@ -17,6 +17,7 @@ branch (`animate/`): pose tokens added to the video tokens, and a face adapter a
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -25,7 +26,7 @@ import jax.numpy as jnp
 from flax import nnx
 from jax.typing import ArrayLike
 
-from wanjax.adapters.jax.sharding.activations import constrain
+from wanjax.adapters.jax.sharding.activations import ActivationSharding, constrain
 from wanjax.adapters.jax.transformer.animate.branch import AnimateBranch, AnimateInputs
 from wanjax.adapters.jax.transformer.animate.face_adapter import face_slots, with_face
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
@@ -125,8 +126,7 @@ class WanTransformer(nnx.Module):
         return jax.tree.map(lambda a: constrain(self.activation_sharding, a, *names), kv)
 
     def _pin_tokens(self, x: jax.Array) -> jax.Array:
-        """x [B, S, D]: rows over data x fsdp, tokens over context (see `ActivationSharding`)."""
-        return constrain(self.activation_sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
+        return _pinned_tokens(self.activation_sharding, x)
 
     def __call__(
         self,
@@ -274,26 +274,19 @@ class WanTransformer(nnx.Module):
         if (face is None) != (self.animate is None):
             raise ValueError("an Animate transformer's blocks need the face tokens, the others none")
         adapters = None if self.animate is None else self.animate.face_adapter
-        cache, slots, faces = cache._replace(vace=None), hint_slots(self.spec), face_slots(self.spec)
+        per_layer = (cache._replace(vace=None), hint_slots(self.spec), face_slots(self.spec))
+        shared = (hints, adapters, face, temb6, rope)
+        body = functools.partial(_layer, self.activation_sharding)
         if stream:
-
-            def streamed(block: WanBlock, x: jax.Array, per_layer: tuple) -> tuple[jax.Array, None]:
-                kv, slot, face_slot = per_layer
-                x = with_hint(block(x, kv, temb6, rope), hints, slot)
-                return self._pin_tokens(with_face(x, adapters, face, face_slot)), None
-
-            return scan_streamed(self.blocks, streamed, x, (cache, slots, faces))[0]
+            streamed = lambda block, x, layer_inputs: (body(block, x, layer_inputs, shared), None)  # noqa: E731
+            return scan_streamed(self.blocks, streamed, x, per_layer)[0]
         if self.scan_layers:
-
-            @nnx.scan(in_axes=(nnx.Carry, 0, 0, 0, 0, None, None, None, None, None), out_axes=nnx.Carry)
-            def step(x, block: WanBlock, kv: CrossAttentionKV, slot, face_slot, hints, adapters, face, temb6, rope):
-                x = with_hint(block(x, kv, temb6, rope), hints, slot)
-                return self._pin_tokens(with_face(x, adapters, face, face_slot))
-
-            return step(x, self.blocks, cache, slots, faces, hints, adapters, face, temb6, rope)
+            carry_first = lambda x, block, layer_inputs, shared: body(block, x, layer_inputs, shared)  # noqa: E731
+            scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
+            return scanned(x, self.blocks, per_layer, shared)
+        kv, hint_at, face_at = per_layer
         for i, block in enumerate(self.blocks):
-            x = with_hint(block(x, layer(cache, i), temb6, rope), hints, slots[i])
-            x = with_face(x, adapters, face, int(faces[i]))
+            x = body(block, x, (layer(kv, i), hint_at[i], int(face_at[i])), shared)
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
@@ -302,3 +295,21 @@ class WanTransformer(nnx.Module):
         x = x.reshape(x.shape[0], f, h, w, pt, ph, pw, -1)
         x = x.transpose(0, 1, 4, 2, 5, 3, 6, 7)  # [B, F', pt, H', ph, W', pw, C]
         return x.reshape(x.shape[0], f * pt, h * ph, w * pw, -1)
+
+
+def _pinned_tokens(sharding: ActivationSharding, x: jax.Array) -> jax.Array:
+    """x [B, S, D]: rows over data x fsdp, tokens over context (see `ActivationSharding`)."""
+    return constrain(sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
+
+
+def _layer(
+    sharding: ActivationSharding, block: WanBlock, x: jax.Array, layer_inputs: tuple, shared: tuple
+) -> jax.Array:
+    """The block loop's one body, for its scanned, streamed and listed forms: base block i on x
+    [B, S, D], then what runs after it. `layer_inputs`: block i's cross-attention K/V, its VACE
+    hint slot and its face adapter slot (-1: none); `shared`: the hints [V, B, S, D], the face
+    adapters, the face tokens, temb6 and the RoPE tables (None where the model has none)."""
+    kv, hint_slot, face_slot = layer_inputs
+    hints, adapters, face, temb6, rope = shared
+    x = with_hint(block(x, kv, temb6, rope), hints, hint_slot)
+    return _pinned_tokens(sharding, with_face(x, adapters, face, face_slot))
