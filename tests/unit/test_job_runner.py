@@ -176,7 +176,10 @@ class FullStore(SqliteJobStore):
         self._written(super().add, job)
 
     def update(self, job):
-        self._written(super().update, job)
+        return self._written(super().update, job)
+
+    def updating(self, job):
+        return self._written(super().updating, job)
 
     def probe(self):
         self._written(super().probe)
@@ -295,9 +298,13 @@ class CountingStore(SqliteJobStore):
         super().__init__(path)
         self.updates: dict[str, int] = {}
 
-    def update(self, job: Job) -> None:
+    def update(self, job: Job) -> bool:
         self.updates[job.id] = self.updates.get(job.id, 0) + 1
-        super().update(job)
+        return super().update(job)
+
+    def updating(self, job: Job):
+        self.updates[job.id] = self.updates.get(job.id, 0) + 1
+        return super().updating(job)
 
 
 def test_progress_lives_in_memory_and_the_store_hears_of_state_changes_only(tmp_path, denoiser):
