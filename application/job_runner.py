@@ -360,9 +360,9 @@ class JobRunner:
     def _finish(self, job: Job, status: JobStatus, **changes: Any) -> Job:
         """Records the job's end (with its last progress) while this server holds it. A job asked to
         stop meanwhile ends cancelled whatever `status` says, and a cancelled job's files are
-        removed: the check and the record are one step under the lock `delete` takes, so no deletion
-        is lost. A job this server lost keeps its record and files (a deleted one's folder, made
-        anew by a write of this run, is removed)."""
+        removed as it is recorded: the check and the record are one step under the lock `delete`
+        takes, so no deletion is lost. A job this server lost keeps its record and files (a deleted
+        one's folder, made anew by a write of this run, is removed)."""
         done, total = self._forget_progress(job.id)
         with self._lock:
             if job.id in self._cancelled:
@@ -371,13 +371,14 @@ class JobRunner:
             if status is JobStatus.SUCCEEDED:
                 done = total
             finished = attrs.evolve(job, status=status, finished_at=self._clock(), steps_done=done, steps_total=total, **changes)
-            held = self._store.update(finished)
-        if not held:
-            log.warning("wanjax serve: job %s is no longer this server's (its lease lapsed and another replica took it "
-                        "over, or it was deleted): nothing of this run was kept", job.id)  # fmt: skip
-            self.files.remove_if_empty(job.id)
-            return finished
-        if status is JobStatus.CANCELLED:
-            self.files.remove(job.id)
+            try:
+                with self._store.updating(finished):
+                    if status is JobStatus.CANCELLED:
+                        self.files.remove(job.id)
+            except JobLost:
+                self.files.remove_if_empty(job.id)
+                log.warning("wanjax serve: job %s is no longer this server's (its lease lapsed and another replica took "
+                            "it over, or it was deleted): nothing of this run was kept", job.id)  # fmt: skip
+                return finished
         self.metrics.finished(status.value, finished.finished_at - job.created_at)
         return finished
