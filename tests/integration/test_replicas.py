@@ -66,6 +66,7 @@ def _held_decode(cluster, prompt):
     """Submits a job whose VAE decode lasts until the test releases it (tests/slow_steps_serve.py),
     waits for its decode, and returns its id, the replica decoding it and the two others."""
     cluster["release"].unlink(missing_ok=True)
+    cluster["runs"].write_text("")  # count this test's runs only
     video_id = cluster["replicas"][0].submit(prompt=f"held decode, {prompt}", num_inference_steps=STEPS).json()["id"]
     decoding = lambda: [pid for pid, text in _runs(cluster, "decoding") if text.endswith(prompt)]  # noqa: E731
     _until(decoding, "no replica decoded it")
@@ -121,6 +122,7 @@ def _until(condition, what, seconds=120):
 
 def test_a_delete_through_one_replica_stops_the_job_another_runs(cluster):
     replicas = cluster["replicas"]
+    cluster["runs"].write_text("")  # count this test's runs only
     video_id = replicas[0].submit(prompt="long, deleted elsewhere", num_inference_steps=LONG).json()["id"]
     _until(lambda: _runs(cluster, "started"), "no replica ran it")
     [(pid, _)] = _runs(cluster, "started")
