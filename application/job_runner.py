@@ -368,8 +368,6 @@ class JobRunner:
             if job.id in self._cancelled:
                 self._cancelled.discard(job.id)
                 status, changes = JobStatus.CANCELLED, {}
-            if status is JobStatus.SUCCEEDED:
-                done = total
             finished = attrs.evolve(job, status=status, finished_at=self._clock(), steps_done=done, steps_total=total, **changes)
             try:
                 with self._store.updating(finished):
