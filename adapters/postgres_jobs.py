@@ -1,7 +1,8 @@
 """The SharedJobStore port (`domain.ports`) on PostgreSQL (psycopg 3): one table that replicas of
 `wanjax serve` share as their job records and their queue. A replica claims jobs with
 `FOR UPDATE SKIP LOCKED` (two never take the same one), holds each running job under a lease that a
-thread of its own renews, and writes a running job's record only while it holds it. The schema is
+thread of its own renews, and writes a job's record, or lets its run's files be renamed into place
+(`updating`), only while it holds it (a replica that lost the job writes nothing). The schema is
 created or migrated when the store opens; every psycopg error is raised as a StoreError naming the
 database (never its password) and the remedy.
 
@@ -12,9 +13,11 @@ already batches, cancels and records jobs; the queue here is one table and a few
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import attrs
@@ -23,7 +26,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import Jsonb
 
 from wanjax.domain.errors import ConfigError, StoreError
-from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.jobs import Job, JobLost, JobStatus
 
 log = logging.getLogger(__name__)
 TABLE = "wanjax_jobs"
@@ -41,6 +44,12 @@ MIGRATIONS = (
 _SCHEMA_LOCK = 0x77616E6A  # the advisory lock replicas starting together migrate under, one at a time
 _CLAIMABLE = "status = 'queued' OR (status = 'running' AND lease_until < now())"
 _LEASE = "now() + make_interval(secs => %(lease)s)"
+_UPDATE = (f"UPDATE {TABLE} SET {', '.join(f'{c} = %({c})s' for c in _COLUMNS if c != 'id')}, owner = %(owner)s, "
+           f"lease_until = CASE WHEN %(status)s = 'running' THEN {_LEASE} END WHERE id = %(id)s")  # fmt: skip
+_HELD = ("((status = 'running' AND owner = %(me)s) OR (status = 'cancelled' AND %(status)s = 'cancelled' "
+         "AND finished_at IS NULL AND (owner = %(me)s OR owner IS NULL)))")  # fmt: skip
+"""A run's record, written only while its replica holds it (`JobStore.update`): running under this
+replica's claim, or cancelled and not yet ended, by the replica that ran it (or any, if none did)."""
 T = TypeVar("T")
 
 
@@ -85,21 +94,46 @@ class PostgresJobStore:
         names = ", ".join(_COLUMNS)
         self._execute(f"INSERT INTO {TABLE} ({names}) VALUES ({', '.join(f'%({c})s' for c in _COLUMNS)})", _row(job))
 
-    def update(self, job: Job) -> None:
-        assignments = ", ".join(f"{c} = %({c})s" for c in _COLUMNS if c != "id")
+    def update(self, job: Job) -> bool:
+        def write(connection: psycopg.Connection) -> bool:
+            held = connection.execute(f"{_UPDATE} AND {_HELD}", values).rowcount == 1
+            self._hold(job, held)
+            return held
+
+        values = self._written(job)
+        return self._guarded(write)
+
+    @contextmanager
+    def updating(self, job: Job) -> Iterator[None]:
+        """The row stays locked from the check to the write (claims skip it; a cancellation waits for
+        the block), in a transaction that PostgreSQL ends if this process stalls in it for longer
+        than its lease (paused, say), so that the lock cannot outlive the lease for long."""
+        values = self._written(job)
+        with self._connected() as connection, connection.transaction():
+            connection.execute("SELECT set_config('idle_in_transaction_session_timeout', %s, true)",
+                               (str(math.ceil(self._lease * 1000)),))  # fmt: skip
+            if connection.execute(f"SELECT 1 FROM {TABLE} WHERE id = %(id)s AND {_HELD} FOR UPDATE", values).fetchone() is None:
+                self._hold(job, False)
+                raise JobLost(job.id)
+            yield
+            connection.execute(_UPDATE, values)
+            self._hold(job, True)
+
+    def cancel(self, job_id: str) -> bool:
+        sql = f"UPDATE {TABLE} SET status = 'cancelled' WHERE id = %(id)s AND status IN ('queued', 'running')"
+        return self._guarded(lambda c: c.execute(sql, {"id": job_id}).rowcount == 1)
+
+    def _written(self, job: Job) -> dict[str, Any]:
+        """The values `_UPDATE` and `_HELD` take for `job`."""
         running = job.status is JobStatus.RUNNING
-        with self._lock:
-            if not running:
-                self._held.discard(job.id)
-        self._execute(
-            f"UPDATE {TABLE} SET {assignments}, owner = %(owner)s, lease_until = {_LEASE if running else 'NULL'} "
-            "WHERE id = %(id)s AND (%(status)s = 'cancelled' OR (status <> 'cancelled' AND "
-            "(status <> 'running' OR owner = %(me)s)))",
-            {**_row(job), "owner": self.owner if running else None, "me": self.owner, "lease": self._lease},
-        )
-        if running:
-            with self._lock:
-                self._held.add(job.id)
+        return {**_row(job), "owner": self.owner if running else None, "me": self.owner, "lease": self._lease}
+
+    def _hold(self, job: Job, written: bool) -> None:
+        """Renews the lease of a job this replica now holds running, and no other (under the lock)."""
+        if written and job.status is JobStatus.RUNNING:
+            self._held.add(job.id)
+        else:
+            self._held.discard(job.id)
 
     def remove(self, job_id: str) -> None:
         self._execute(f"DELETE FROM {TABLE} WHERE id = %(id)s", {"id": job_id})
@@ -199,13 +233,19 @@ class PostgresJobStore:
         return [_job(row) for row in self._guarded(lambda connection: connection.execute(sql, values).fetchall())]
 
     def _guarded(self, action: Callable[[psycopg.Connection], T]) -> T:
-        """`action(connection)` under the lock, connecting first when there is no live connection; a
-        psycopg error as a StoreError (and the next call connects afresh)."""
+        """`action(connection)` on `_connected`'s connection."""
+        with self._connected() as connection:
+            return action(connection)
+
+    @contextmanager
+    def _connected(self) -> Iterator[psycopg.Connection]:
+        """The connection, under the lock, connecting first when there is no live one; a psycopg
+        error as a StoreError (and the next use connects afresh)."""
         with self._lock:
             try:
                 if self._connection is None or self._connection.closed:
                     self._connection = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
-                return action(self._connection)
+                yield self._connection
             except psycopg.Error as err:
                 if self._connection is not None and self._connection.broken:
                     self._connection.close()

@@ -7,14 +7,15 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
 import attrs
 
 from wanjax.domain.errors import ConfigError, StoreError
-from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.jobs import Job, JobLost, JobStatus
 
 _COLUMNS = tuple(f.name for f in attrs.fields(Job))
 _JSON_COLUMNS = ("request", "timings")
@@ -22,6 +23,11 @@ _SCHEMA = f"""CREATE TABLE IF NOT EXISTS jobs (
     position INTEGER PRIMARY KEY AUTOINCREMENT, {", ".join(f"{c} {'TEXT UNIQUE' if c == 'id' else ''}" for c in _COLUMNS)}
 )"""
 _PROBE_SCHEMA = "CREATE TABLE IF NOT EXISTS probe (bytes BLOB)"
+_UPDATE = f"UPDATE jobs SET {', '.join(f'{c} = :{c}' for c in _COLUMNS)} WHERE id = :id"
+_HELD = ("(status IN ('queued', 'running') OR (status = 'cancelled' AND :status = 'cancelled' "
+         "AND finished_at IS NULL))")  # fmt: skip
+"""A run's record, written only while its server holds it (`JobStore.update`): unfinished and not
+cancelled, or cancelled and not yet ended, by its end."""
 PROBE_BYTES = 8192
 """What a probe writes (and deletes again): two pages, so that a store out of space fails it."""
 T = TypeVar("T")
@@ -66,9 +72,24 @@ class SqliteJobStore:
         marks = ", ".join("?" * len(_COLUMNS))
         self._execute(f"INSERT INTO jobs ({', '.join(_COLUMNS)}) VALUES ({marks})", _row(job))
 
-    def update(self, job: Job) -> None:
-        assignments = ", ".join(f"{c} = ?" for c in _COLUMNS)
-        self._execute(f"UPDATE jobs SET {assignments} WHERE id = ?", (*_row(job), job.id))
+    def update(self, job: Job) -> bool:
+        return self._guarded(lambda: self._connection.execute(f"{_UPDATE} AND {_HELD}", _written(job)).rowcount == 1)
+
+    @contextmanager
+    def updating(self, job: Job) -> Iterator[None]:
+        """Under the connection's lock from the check to the write: this process is the store's one
+        writer (the output folder's lock), so nothing else changes the record meanwhile."""
+        with self._lock:
+            held = self._converted(lambda: self._connection.execute(f"SELECT 1 FROM jobs WHERE id = :id AND {_HELD}",
+                                                                    _written(job)).fetchone())  # fmt: skip
+            if held is None:
+                raise JobLost(job.id)
+            yield
+            self._converted(lambda: self._connection.execute(_UPDATE, _written(job)))
+
+    def cancel(self, job_id: str) -> bool:
+        sql = "UPDATE jobs SET status = 'cancelled' WHERE id = ? AND status IN ('queued', 'running')"
+        return self._guarded(lambda: self._connection.execute(sql, (job_id,)).rowcount == 1)
 
     def remove(self, job_id: str) -> None:
         self._execute("DELETE FROM jobs WHERE id = ?", (job_id,))
@@ -102,10 +123,14 @@ class SqliteJobStore:
     def _guarded(self, action: Callable[[], T]) -> T:
         """`action()` under the connection's lock; its SQLite or file error as a StoreError."""
         with self._lock:
-            try:
-                return action()
-            except (sqlite3.Error, OSError) as err:
-                raise self._error(err) from None
+            return self._converted(action)
+
+    def _converted(self, action: Callable[[], T]) -> T:
+        """`action()`, its SQLite or file error as a StoreError."""
+        try:
+            return action()
+        except (sqlite3.Error, OSError) as err:
+            raise self._error(err) from None
 
     def _error(self, err: BaseException) -> StoreError:
         return StoreError(f"the job store {self.path} cannot be used ({err}); {_remedy(str(err))}")
@@ -136,6 +161,11 @@ def _row(job: Job) -> tuple[object, ...]:
     for column in _JSON_COLUMNS:
         values[column] = json.dumps(values[column])
     return tuple(values[c] for c in _COLUMNS)
+
+
+def _written(job: Job) -> dict[str, object]:
+    """The values `_UPDATE` and `_HELD` take for `job`."""
+    return dict(zip(_COLUMNS, _row(job)))
 
 
 def _job(row: tuple[object, ...]) -> Job:

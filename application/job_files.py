@@ -4,14 +4,15 @@
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from contextlib import AbstractContextManager, nullcontext, suppress
 from pathlib import Path
 
 import numpy as np
 
-from wanjax.adapters.media.atomic import atomic_path
-from wanjax.adapters.media.images import write_image
-from wanjax.application.outputs import write_output
+from wanjax.adapters.media.atomic import atomic_path, atomic_paths
+from wanjax.adapters.media.images import encode_image
+from wanjax.adapters.media.video_files import Mp4Sink
 from wanjax.domain.errors import StoreError
 
 VIDEO = "video.mp4"
@@ -54,13 +55,25 @@ class JobFiles:
             if not self._media(job_id, name).is_file():
                 raise FileNotFoundError(f"its file {self._media(job_id, name).relative_to(self.root)} is missing")
 
-    def write_video(self, job_id: str, frames: np.ndarray, fps: int) -> None:
-        """The video (uint8 frames [F, H, W, 3]) and its thumbnail."""
-        write_output(frames[None], self.video(job_id), fps)
-        write_image(frames[0], self.thumbnail(job_id))
+    def write_video(
+        self, job_id: str, frames: np.ndarray, fps: int, *,
+        committing: Callable[[], AbstractContextManager[object]] = nullcontext,
+    ) -> None:  # fmt: skip
+        """The video (uint8 frames [F, H, W, 3]) and its thumbnail (the first frame), each written
+        under a temporary name of this write's own, both renamed into place inside `committing()`;
+        when it refuses (or anything fails) neither is, and no temporary is left."""
+        video, thumbnail = self.video(job_id), self.thumbnail(job_id)
+        with atomic_paths([video, thumbnail], committing=committing) as (video_temporary, thumbnail_temporary):
+            Mp4Sink().encode(frames, video_temporary, fps)
+            encode_image(frames[0], thumbnail_temporary, thumbnail.suffix)
 
     def remove(self, job_id: str) -> None:
         shutil.rmtree(self.folder(job_id), ignore_errors=True)
+
+    def remove_if_empty(self, job_id: str) -> None:
+        """Removes the job's folder if nothing is left in it (a write into a deleted job's folder made it anew)."""
+        with suppress(OSError):
+            self.folder(job_id).rmdir()
 
     def _media(self, job_id: str, name: str) -> Path:
         return self.folder(job_id) / f"input-{name}"

@@ -6,11 +6,13 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
+import numpy as np
 
 from wanjax.application.job_files import JobFiles
 from wanjax.application.job_queue import JobQueue, QueueFull
@@ -27,7 +29,7 @@ from wanjax.application.store_queue import StoreQueue
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
-from wanjax.domain.jobs import Job, JobCancelled, JobStatus, RunInterrupted
+from wanjax.domain.jobs import Job, JobCancelled, JobLost, JobStatus, RunInterrupted
 from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
 
@@ -185,8 +187,10 @@ class JobRunner:
                     self.files.remove(job_id)
                 return job
             if not self._queue.remove(job_id):  # running: recorded cancelled before the answer
-                self._store.update(attrs.evolve(job, status=JobStatus.CANCELLED))
-                self._cancelled.add(job_id)
+                if self._store.cancel(job_id):
+                    self._cancelled.add(job_id)
+                else:  # its run ended meanwhile (on another replica)
+                    self._store.remove(job_id)
                 self.files.remove(job_id)
                 return job
         return self._finish(job, JobStatus.CANCELLED)
@@ -295,9 +299,8 @@ class JobRunner:
             requests = [self._decoded(jobs[job_id]) for job_id in job_ids]
             result = self._service.generate_batch(requests, on_step=on_step)
             for row, job_id in enumerate(job_ids):
-                if not self._cancel_asked(job_id):
-                    self.files.write_video(job_id, result.array[row], self.fps)
-                finish(job_id, JobStatus.SUCCEEDED, timings=result.trace.seconds)  # or cancelled, if asked
+                self._succeed(jobs[job_id], result.array[row], timings=result.trace.seconds)
+                finished.add(job_id)
         except JobCancelled:
             for job_id in job_ids:
                 finish(job_id, JobStatus.CANCELLED)
@@ -329,20 +332,51 @@ class JobRunner:
         with self._lock:
             return self._progress.pop(job_id, (0, 0))
 
+    def _succeed(self, job: Job, frames: np.ndarray, **changes: Any) -> None:
+        """Writes the job's video and records it succeeded, the files renamed into place with the
+        record written, only while this server holds the job (`JobStore.updating`). A job cancelled
+        meanwhile ends cancelled; one this server lost (its lease lapsed and another replica took
+        it over, or it was deleted) is left as the store has it. Either way no file of this run stays."""
+        try:
+            self.files.write_video(job.id, frames, self.fps, committing=lambda: self._publishing(job, **changes))
+        except JobLost:
+            self._finish(job, JobStatus.CANCELLED)  # recorded where it was cancelled, not where it was lost
+
+    @contextmanager
+    def _publishing(self, job: Job, **changes: Any) -> Iterator[None]:
+        """Enters while this server holds the job and it was not asked to stop (JobLost otherwise);
+        records it succeeded as the block ends, under the lock `delete` takes."""
+        with self._lock:
+            if job.id in self._cancelled:
+                raise JobLost(job.id)
+            total = self._progress.get(job.id, (0, 0))[1]
+            succeeded = attrs.evolve(job, status=JobStatus.SUCCEEDED, finished_at=self._clock(), steps_done=total,
+                                     steps_total=total, **changes)  # fmt: skip
+            with self._store.updating(succeeded):
+                yield
+            self._progress.pop(job.id, None)
+        self.metrics.finished(succeeded.status.value, succeeded.finished_at - job.created_at)
+
     def _finish(self, job: Job, status: JobStatus, **changes: Any) -> Job:
-        """Records the job's end (with its last progress). A job asked to stop meanwhile ends
-        cancelled whatever `status` says, and a cancelled job's files are removed: the check and
-        the record are one step under the lock `delete` takes, so no deletion is lost."""
+        """Records the job's end (with its last progress) while this server holds it. A job asked to
+        stop meanwhile ends cancelled whatever `status` says, and a cancelled job's files are
+        removed as it is recorded: the check and the record are one step under the lock `delete`
+        takes, so no deletion is lost. A job this server lost keeps its record and files (a deleted
+        one's folder, made anew by a write of this run, is removed)."""
         done, total = self._forget_progress(job.id)
         with self._lock:
             if job.id in self._cancelled:
                 self._cancelled.discard(job.id)
                 status, changes = JobStatus.CANCELLED, {}
-            if status is JobStatus.SUCCEEDED:
-                done = total
             finished = attrs.evolve(job, status=status, finished_at=self._clock(), steps_done=done, steps_total=total, **changes)
-            self._store.update(finished)
-        if status is JobStatus.CANCELLED:
-            self.files.remove(job.id)
+            try:
+                with self._store.updating(finished):
+                    if status is JobStatus.CANCELLED:
+                        self.files.remove(job.id)
+            except JobLost:
+                self.files.remove_if_empty(job.id)
+                log.warning("wanjax serve: job %s is no longer this server's (its lease lapsed and another replica took "
+                            "it over, or it was deleted): nothing of this run was kept", job.id)  # fmt: skip
+                return finished
         self.metrics.finished(status.value, finished.finished_at - job.created_at)
         return finished

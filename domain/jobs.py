@@ -31,6 +31,11 @@ class JobCancelled(Exception):
     """Raised by a step callback to stop a run whose every job was cancelled."""
 
 
+class JobLost(Exception):
+    """Raised when a server's run of a job no longer holds it: its lease lapsed and another replica
+    took the job over, or the job was deleted or cancelled. The run writes nothing more of it."""
+
+
 class RunInterrupted(Exception):
     """Raised by a step callback to stop a run because the server is shutting down: its jobs
     (those not cancelled) are queued again, for the next start to run."""

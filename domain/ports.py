@@ -135,10 +135,24 @@ class JobStore(Protocol):
 
     def add(self, job: Job) -> None: ...
 
-    def update(self, job: Job) -> None:
-        """Replaces the record of `job.id`. In a store shared by replicas, a running job's record is
-        replaced only by the replica holding it (or by its cancellation), and a cancelled job's
-        only by its cancellation: a replica that lost a job changes nothing."""
+    def update(self, job: Job) -> bool:
+        """Replaces the record of `job.id` with a state its run reached (running, ended, queued
+        again), only while this server holds the run; whether it did. Held: the job is unfinished
+        and not cancelled, and in a store shared by replicas this replica claimed it and no other
+        did since; a cancelled job's end (`job` cancelled) is written once, by the replica that ran
+        it (or any, if none did). A server that lost a job changes nothing."""
+        ...
+
+    def updating(self, job: Job) -> AbstractContextManager[None]:
+        """`update` around a block that publishes the run's output (renames its files into place):
+        the block runs only while this server holds the run (`jobs.JobLost` before it otherwise, and
+        nothing is written), no other server can take the job or change its record meanwhile, and
+        the record is written as the block ends (not when it raises)."""
+        ...
+
+    def cancel(self, job_id: str) -> bool:
+        """Records an unfinished job cancelled (its run's holder, if any, still records its end);
+        False when it has finished or is gone."""
         ...
 
     def remove(self, job_id: str) -> None:

@@ -23,15 +23,12 @@ def read_image(path: Path) -> np.ndarray:
     return _decoded(path, f"image {path}")
 
 
-def write_image(pixels: np.ndarray, path: Path) -> None:
-    """RGB pixels [H, W, 3] uint8 to `path` (its suffix names the format: .png, .jpg, .webp),
-    written atomically."""
+def encode_image(pixels: np.ndarray, path: Path, suffix: str) -> None:
+    """Writes RGB pixels [H, W, 3] uint8 at `path` itself in the format `suffix` names (.png, .jpg,
+    .webp): callers that rename files together into place give a temporary path."""
     from PIL import Image
 
-    from wanjax.adapters.media.atomic import atomic_path
-
-    with atomic_path(path) as temporary:
-        Image.fromarray(pixels).save(temporary, format=Image.registered_extensions()[path.suffix.lower()])
+    Image.fromarray(pixels).save(path, format=Image.registered_extensions()[suffix.lower()])
 
 
 def decode_image(data: bytes, what: str) -> np.ndarray:

@@ -33,6 +33,7 @@ def cluster(demo_cache, tmp_path_factory):
     runs.write_text("")
     with own_schema() as url, pytest.MonkeyPatch.context() as env:
         env.setenv("WANJAX_TEST_RUNS", str(runs))
+        env.setenv("WANJAX_TEST_RELEASE", str(folder / "release"))
         options = ("--jobs", url, "--lease-seconds", str(LEASE_SECONDS), "--max-batch", "1")
 
         def replica(index: int) -> Server:
@@ -41,7 +42,8 @@ def cluster(demo_cache, tmp_path_factory):
 
         with concurrent.futures.ThreadPoolExecutor(3) as starting:
             replicas = list(starting.map(lambda index: replica(index).start(), range(3)))
-        cluster = {"replicas": replicas, "new": replica, "runs": runs, "output": folder / "out"}
+        cluster = {"replicas": replicas, "new": replica, "runs": runs, "output": folder / "out",
+                   "release": folder / "release"}  # fmt: skip
         yield cluster
         for server in cluster["replicas"]:
             if server.process.poll() is None:
@@ -60,6 +62,57 @@ def _running(cluster, pid):
                if run[0] == pid)  # fmt: skip
 
 
+def _held_decode(cluster, prompt):
+    """Submits a job whose VAE decode lasts until the test releases it (tests/slow_steps_serve.py),
+    waits for its decode, and returns its id, the replica decoding it and the two others."""
+    cluster["release"].unlink(missing_ok=True)
+    cluster["runs"].write_text("")  # count this test's runs only
+    video_id = cluster["replicas"][0].submit(prompt=f"held decode, {prompt}", num_inference_steps=STEPS).json()["id"]
+    decoding = lambda: [pid for pid, text in _runs(cluster, "decoding") if text.endswith(prompt)]  # noqa: E731
+    _until(decoding, "no replica decoded it")
+    [holder] = [server for server in cluster["replicas"] if str(server.process.pid) == decoding()[0]]
+    return video_id, holder, [server for server in cluster["replicas"] if server is not holder]
+
+
+def _files(folder):
+    """Each file in `folder` (none when it is absent) with what tells one write from another."""
+    return {path.name: (path.stat().st_ino, path.stat().st_mtime_ns, path.read_bytes()) for path in folder.glob("*")}
+
+
+def _logged(server, text):
+    return text in server.log.read_text(errors="replace")
+
+
+def test_a_replica_paused_past_its_lease_in_its_decode_writes_nothing_over_the_replica_that_took_its_job(cluster):
+    video_id, paused, others = _held_decode(cluster, "paused")
+    lost = f"job {video_id} is no longer this server's"
+    paused.process.send_signal(signal.SIGSTOP)
+    try:
+        cluster["release"].touch()  # the decode of the replica that takes the job over is not held
+        done = others[0].wait(video_id)  # after the lease (LEASE_SECONDS) and a run of its own
+        folder = _files(cluster["output"] / video_id)
+    finally:
+        paused.process.send_signal(signal.SIGCONT)
+    _until(lambda: _logged(paused, lost), "the paused replica did not end its run")
+    assert done["status"] == "completed" and sorted(folder) == ["thumbnail.webp", "video.mp4"]
+    assert others[1].client.get(f"/v1/videos/{video_id}").json() == done  # its times and status, unchanged
+    assert _files(cluster["output"] / video_id) == folder  # the same files, not written again, no other
+    assert paused.client.get(f"/v1/videos/{video_id}/content").content == folder["video.mp4"][2]
+
+
+def test_a_delete_through_another_replica_during_the_decode_leaves_no_record_folder_or_file(cluster):
+    video_id, decoding, others = _held_decode(cluster, "deleted")
+    assert others[0].client.delete(f"/v1/videos/{video_id}").json()["deleted"] is True
+    assert not (cluster["output"] / video_id).exists()
+    cluster["release"].touch()
+    ended = others[1].wait(video_id, until=lambda video: video["completed_at"] is not None)  # by the decoding replica
+    assert ended["status"] == "failed" and ended["error"]["code"] == "cancelled"
+    assert not (cluster["output"] / video_id).exists()
+    assert others[1].client.delete(f"/v1/videos/{video_id}").json()["deleted"] is True  # forgotten now
+    assert decoding.client.get(f"/v1/videos/{video_id}").status_code == 404
+    assert not [path for path in cluster["output"].rglob("*") if video_id in str(path)]
+
+
 def _until(condition, what, seconds=120):
     deadline = time.monotonic() + seconds
     while not condition():
@@ -69,6 +122,7 @@ def _until(condition, what, seconds=120):
 
 def test_a_delete_through_one_replica_stops_the_job_another_runs(cluster):
     replicas = cluster["replicas"]
+    cluster["runs"].write_text("")  # count this test's runs only
     video_id = replicas[0].submit(prompt="long, deleted elsewhere", num_inference_steps=LONG).json()["id"]
     _until(lambda: _runs(cluster, "started"), "no replica ran it")
     [(pid, _)] = _runs(cluster, "started")

@@ -161,6 +161,35 @@ def test_a_running_job_stops_at_its_next_step(tmp_path, denoiser):
     assert not runner.files.folder(job_id).exists()
 
 
+class DecodingDenoiser(GatedDenoiser):
+    """A GatedDenoiser whose run, its last step done (`decoding` set), returns once `release` is set:
+    a long VAE decode, with no step callback meanwhile."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.decoding, self.release = threading.Event(), threading.Event()
+
+    def denoise(self, *args, **kwargs):
+        result = super().denoise(*args, **kwargs)
+        self.decoding.set()
+        assert self.release.wait(WAIT), "the test never released the decode"
+        return result
+
+
+def test_a_job_deleted_during_its_decode_ends_cancelled_with_no_file(tmp_path):
+    denoiser = DecodingDenoiser()
+    runner = _runner(tmp_path, denoiser)
+    runner.start()
+    job_id = runner.submit({"prompt": "a cat"}).id
+    denoiser.allow()
+    assert denoiser.decoding.wait(WAIT)
+    runner.delete(job_id)
+    denoiser.release.set()
+    job = _wait(runner, job_id, until=lambda job: job.finished_at is not None)
+    runner.stop()
+    assert job.status is JobStatus.CANCELLED and not runner.files.folder(job_id).exists()
+
+
 class FullStore(SqliteJobStore):
     """A store whose disk is full while `full` is set: every write (and probe) fails as the
     SQLite store's would (tests/unit/test_sqlite_jobs.py fills a real one)."""
@@ -176,7 +205,10 @@ class FullStore(SqliteJobStore):
         self._written(super().add, job)
 
     def update(self, job):
-        self._written(super().update, job)
+        return self._written(super().update, job)
+
+    def updating(self, job):
+        return self._written(super().updating, job)
 
     def probe(self):
         self._written(super().probe)
@@ -295,9 +327,13 @@ class CountingStore(SqliteJobStore):
         super().__init__(path)
         self.updates: dict[str, int] = {}
 
-    def update(self, job: Job) -> None:
+    def update(self, job: Job) -> bool:
         self.updates[job.id] = self.updates.get(job.id, 0) + 1
-        super().update(job)
+        return super().update(job)
+
+    def updating(self, job: Job):
+        self.updates[job.id] = self.updates.get(job.id, 0) + 1
+        return super().updating(job)
 
 
 def test_progress_lives_in_memory_and_the_store_hears_of_state_changes_only(tmp_path, denoiser):

@@ -7,7 +7,7 @@ from postgres import own_schema
 
 from wanjax.adapters.postgres_jobs import PostgresJobStore
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
-from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.jobs import Job, JobLost, JobStatus
 
 
 def _job(job_id, created_at, **changes):
@@ -33,12 +33,20 @@ def opened(request, tmp_path):
             store.close()
 
 
+def _run(store, job):
+    """Adds the job and makes this server its run's holder (where replicas share the store, by claiming it)."""
+    store.add(job)
+    if hasattr(store, "claim"):
+        assert [claimed.id for claimed in store.claim(lambda jobs: jobs, candidates=1)] == [job.id]
+
+
 def test_a_job_reads_back_field_for_field_from_another_connection(opened):
     job = _job("a", 10.0)
-    opened().add(job)
+    store = opened()
+    _run(store, job)
     done = attrs.evolve(job, status=JobStatus.SUCCEEDED, started_at=11.0, finished_at=12.5, steps_done=4,
                         steps_total=4, timings={"denoise": 0.5})  # fmt: skip
-    opened().update(done)
+    assert store.update(done)
 
     assert opened().get("a") == done
     assert opened().get("never") is None
@@ -55,9 +63,34 @@ def test_unfinished_jobs_are_the_queued_and_running_ones_in_the_order_accepted(o
 
 def test_a_running_job_is_recorded_before_the_write_returns(opened):
     store = opened()
-    store.add(_job("a", 1.0))
-    store.update(_job("a", 1.0, status=JobStatus.RUNNING, started_at=2.0, steps_done=3))
+    _run(store, _job("a", 1.0))
+    assert store.update(_job("a", 1.0, status=JobStatus.RUNNING, started_at=2.0, steps_done=3))
     assert (opened().get("a").status, opened().get("a").steps_done) == (JobStatus.RUNNING, 3)
+
+
+def test_a_cancelled_job_is_written_once_by_its_end_and_a_finished_one_never(opened):
+    store = opened()
+    _run(store, _job("a", 1.0))
+    running = _job("a", 1.0, status=JobStatus.RUNNING, started_at=2.0)
+    assert store.update(running) and opened().cancel("a")
+    assert not store.update(attrs.evolve(running, status=JobStatus.SUCCEEDED, finished_at=3.0))
+    ended = attrs.evolve(running, status=JobStatus.CANCELLED, finished_at=4.0)
+    assert store.update(ended) and not store.update(attrs.evolve(ended, finished_at=5.0))
+    with pytest.raises(JobLost), store.updating(attrs.evolve(ended, finished_at=6.0)):
+        pytest.fail("the block of a write that is refused ran")
+    assert not opened().cancel("a") and not opened().cancel("never") and opened().get("a") == ended
+
+
+def test_the_holders_output_is_published_with_its_record_and_not_when_the_block_fails(opened, tmp_path):
+    store = opened()
+    _run(store, _job("a", 1.0))
+    done = _job("a", 1.0, status=JobStatus.SUCCEEDED, started_at=2.0, finished_at=3.0)
+    with pytest.raises(OSError), store.updating(done):
+        raise OSError("a rename failed")
+    assert opened().get("a").status is not JobStatus.SUCCEEDED
+    with store.updating(done):
+        assert opened().get("a").status is not JobStatus.SUCCEEDED  # written as the block ends
+    assert opened().get("a") == done
 
 
 def test_a_page_of_jobs_follows_the_order_accepted_either_way_from_a_cursor(opened):

@@ -12,7 +12,7 @@ from postgres import own_schema
 
 from wanjax.adapters.postgres_jobs import MIGRATIONS, PostgresJobStore
 from wanjax.domain.errors import ConfigError, StoreError
-from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.jobs import Job, JobLost, JobStatus
 
 LEASE = 1.5
 
@@ -88,18 +88,51 @@ def test_a_lease_renewed_while_its_replica_lives_lapses_when_it_dies_and_the_job
     assert [(job.id, job.status, job.steps_done) for job in again] == [("a", JobStatus.RUNNING, 0)]
 
 
-def test_a_replica_that_lost_its_job_changes_nothing_of_its_record(replicas):
+def test_a_replica_that_lost_its_job_changes_nothing_of_its_record_running_or_ended_and_publishes_nothing(replicas):
     first, second = replicas(), replicas()
     first.add(_job("a"))
     [job] = first.claim(_all, candidates=1)
     first.close()
     time.sleep(LEASE + 0.5)
-    second.claim(_all, candidates=1)
+    [taken] = second.claim(_all, candidates=1)
     stale = replicas()
     stale.owner = first.owner
-    stale.update(attrs.evolve(job, status=JobStatus.SUCCEEDED, finished_at=9.0))
-    stale.release(["a"])
+    published = []
+
+    def stale_writes_refused():
+        for status in JobStatus:
+            written = attrs.evolve(job, status=status, started_at=7.0, finished_at=9.0)
+            assert not stale.update(written)
+            with pytest.raises(JobLost), stale.updating(written):
+                published.append(status)
+        stale.release(["a"])
+
+    stale_writes_refused()
     assert second.get("a").status is JobStatus.RUNNING and second.get("a").finished_at is None
+    done = attrs.evolve(taken, status=JobStatus.SUCCEEDED, started_at=2.0, finished_at=3.0)
+    assert second.update(done)
+    stale_writes_refused()  # the holder's end, as the issue found it rewritten
+    assert second.get("a") == done and published == []
+
+
+def test_a_write_with_its_output_keeps_the_job_from_others_until_it_ends_or_outlasts_the_lease(replicas):
+    holder, other, reader = replicas(), replicas(), replicas()  # `other` waits on its connection: another reads
+    holder.add(_job("a"))
+    [job] = holder.claim(_all, candidates=1)
+    cancelled = []
+    cancelling = threading.Thread(target=lambda: cancelled.append(other.cancel("a")))
+    with holder.updating(attrs.evolve(job, status=JobStatus.SUCCEEDED, finished_at=5.0)):
+        cancelling.start()
+        cancelling.join(LEASE / 3)
+        assert cancelling.is_alive() and reader.get("a").status is JobStatus.RUNNING  # waits for the write
+    cancelling.join()
+    assert cancelled == [False] and other.get("a").status is JobStatus.SUCCEEDED
+
+    holder.add(_job("b"))
+    [job] = holder.claim(_all, candidates=1)
+    with pytest.raises(StoreError), holder.updating(attrs.evolve(job, status=JobStatus.SUCCEEDED)):
+        time.sleep(LEASE + 1)  # as a paused process: PostgreSQL ends its transaction, the row's lock with it
+    assert other.cancel("b") and other.get("b").status is JobStatus.CANCELLED
 
 
 def test_a_cancellation_is_seen_by_every_replica_and_outlasts_the_holders_writes(replicas):
@@ -109,10 +142,11 @@ def test_a_cancellation_is_seen_by_every_replica_and_outlasts_the_holders_writes
     [running] = holder.claim(lambda jobs: jobs[:1], candidates=2)
     assert holder.stepped(["a"], 3, 8) == set() and other.get("a").steps_done == 3  # its progress, for all
     assert other.cancel_queued("b") and not other.cancel_queued("a")  # "a" runs: not queued
-    other.update(attrs.evolve(running, status=JobStatus.CANCELLED))
-    assert holder.stepped(["a", "b"], 4, 8) == {"a", "b"} and other.get("a").steps_done == 0
-    holder.update(attrs.evolve(running, status=JobStatus.SUCCEEDED))
-    assert other.get("a").status is JobStatus.CANCELLED
+    assert other.cancel("a")
+    assert holder.stepped(["a", "b"], 4, 8) == {"a", "b"} and other.get("a").steps_done == 3
+    assert not holder.update(attrs.evolve(running, status=JobStatus.SUCCEEDED))
+    assert holder.update(attrs.evolve(running, status=JobStatus.CANCELLED, finished_at=5.0))  # its end, by its holder
+    assert other.get("a").status is JobStatus.CANCELLED and other.get("a").finished_at == 5.0
     assert holder.claim(_all, candidates=5) == []  # a cancelled job is never claimed
 
 

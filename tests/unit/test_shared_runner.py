@@ -1,6 +1,7 @@
 """Job runners on fake model components sharing one PostgreSQL store, as replicas do: every job
-runs once on one of them, a DELETE through one stops the job the other runs, and a store that
-fails is reported while the worker lives on, going on by itself once the store is back."""
+runs once on one of them, a DELETE through one stops the job the other runs, a runner that lost
+its job writes nothing of it, and a store that fails is reported while the worker lives on, going
+on by itself once the store is back."""
 
 import time
 
@@ -94,6 +95,22 @@ def test_a_delete_through_one_replica_stops_the_job_the_other_runs(replicas):
     other.delete(job_id)
     stopped = _wait(holder, job_id, until=lambda job: job.finished_at is not None)
     assert stopped.status is JobStatus.CANCELLED and stopped.steps_done < 400 and model.finished == 0
+
+
+def test_a_replica_whose_job_was_taken_over_finished_and_deleted_brings_back_no_file_or_record(replicas, caplog):
+    stale, model = replicas(0.05)
+    job_id = stale.submit({"prompt": "long", "num_inference_steps": 40}).id
+    _wait(stale, job_id, until=lambda job: job.steps_done > 0)
+    with psycopg.connect(replicas.url, autocommit=True) as admin:  # as another replica that took it over and ended it
+        admin.execute("UPDATE wanjax_jobs SET status = 'succeeded', owner = NULL, finished_at = 1 WHERE id = %s", (job_id,))
+    other, _ = replicas()
+    other.delete(job_id)  # a finished job: forgotten with its folder
+    assert not other.files.folder(job_id).exists()
+    deadline = time.monotonic() + WAIT
+    while f"job {job_id} is no longer this server's" not in caplog.text:
+        assert time.monotonic() < deadline, "the stale run never ended"
+        time.sleep(0.01)
+    assert model.finished == 1 and stale.get(job_id) is None and not stale.files.folder(job_id).exists()
 
 
 def test_a_failing_store_is_reported_the_worker_lives_and_goes_on_once_it_is_back(replicas):
