@@ -29,6 +29,7 @@ from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import GenerationMode, InputKind
 from wanjax.domain.modes.registry import MODES, http_fields, mode_of_inputs, requested_mode
+from wanjax.domain.numbers import parse_decimal, parse_whole, shown
 from wanjax.domain.requests import GenerationRequest
 
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
@@ -207,25 +208,28 @@ def _check_frame_count(num_frames: Any) -> None:
 
 
 def _size_fields(size: Any) -> dict[str, int]:
-    """`size` ("WxH") as width and height."""
+    """`size` ("WxH", in digits 0-9) as width and height."""
     if size is None:
         return {}
     width, _, height = str(size).partition("x")
-    if not (isinstance(size, str) and width.isdigit() and height.isdigit()):
-        raise InvalidRequestError(f"size={size!r}: give WIDTHxHEIGHT in pixels, e.g. '832x480'")
-    return {"width": int(width), "height": int(height)}
+    try:
+        if not isinstance(size, str):
+            raise ValueError
+        return {"width": parse_whole(width), "height": parse_whole(height)}
+    except ValueError:
+        raise InvalidRequestError(f"size={shown(size)}: give WIDTHxHEIGHT in pixels, e.g. '832x480'") from None
 
 
 def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
-    """`seconds` as num_frames at `fps`."""
+    """`seconds` (a number, or its text in digits 0-9) as num_frames at `fps`."""
     if seconds is None:
         return {}
     try:
-        value = float(seconds)
-    except (TypeError, ValueError):
+        value = parse_decimal(seconds) if isinstance(seconds, str) else float(seconds)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past a float's range
         value = math.nan
     if isinstance(seconds, bool) or not 0 < value * fps < math.inf:
-        raise InvalidRequestError(f"seconds={seconds!r}: give the duration as a number of seconds > 0, e.g. '5'")
+        raise InvalidRequestError(f"seconds={shown(seconds)}: give the duration as a number of seconds > 0, e.g. '5'")
     return {"num_frames": frames_for_seconds(value, fps)}
 
 
@@ -235,7 +239,7 @@ def _named_by_client(message: str, given: Mapping[str, Any], used: Mapping[str, 
     message = re.sub(_CLI_FLAG_PATTERN, lambda flag: CLI_FLAGS[flag[1]], message)
     for client, fields in (("size", ("width", "height")), ("seconds", ("num_frames",))):
         if message.startswith(tuple(f"{name}=" for name in fields if name in used)):
-            return f"{client}={given[client]!r} gives {message}"
+            return f"{client}={shown(given[client])} gives {message}"
     return message
 
 

@@ -3,14 +3,18 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.lora import LORA_SUFFIX, LoraSpec
+from wanjax.domain.lora import LORA_SUFFIX, LoraSpec, check_request_loras, checked_scale
+from wanjax.domain.numbers import shown
 
 ITEM_FORM = '{"name": FILE, "scale": NUMBER}'
+NAME_MAX = 255
+"""The longest name of one file or folder, in bytes (Linux's NAME_MAX)."""
+PATH_MAX = 4096
+"""The longest path, in bytes (Linux's PATH_MAX)."""
 
 
 class LoraFolder:
@@ -27,33 +31,42 @@ class LoraFolder:
         return [{"name": p.relative_to(self.root).as_posix(), "bytes": p.stat().st_size} for p in files]
 
     def specs(self, field: str, value: Any) -> tuple[LoraSpec, ...]:
-        """A client's `field` (a list of {"name", "scale"} objects) as LoraSpecs of files in this
-        folder; an InvalidRequestError naming the field and the item otherwise."""
+        """A client's `field` (a list of {"name", "scale"} objects, at most a request's LoRAs) as
+        LoraSpecs of files in this folder; an InvalidRequestError naming the field and the item otherwise."""
         if not isinstance(value, list):
             raise InvalidRequestError(f"{field}: give a list of {ITEM_FORM} objects (JSON; in multipart, one field holding it)")
+        try:
+            check_request_loras({field: value})  # before any file is looked for
+        except ConfigError as err:
+            raise InvalidRequestError(str(err)) from None
         specs = []
         for index, item in enumerate(value):
             where = f"{field}[{index}]"
             if not isinstance(item, dict) or "name" not in item or not set(item) <= {"name", "scale"}:
-                raise InvalidRequestError(f"{where}={item!r}: give an object {ITEM_FORM} (scale optional, 1 by default)")
-            scale = item.get("scale", 1.0)
-            if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-                raise InvalidRequestError(f"{where}.scale={scale!r}: give a finite number, e.g. 0.8")
-            specs.append(LoraSpec(str(self._file(where, item["name"])), float(scale)))
+                raise InvalidRequestError(f"{where}={shown(item)}: give an object {ITEM_FORM} (scale optional, 1 by default)")
+            try:
+                scale = checked_scale(item.get("scale", 1.0), f"{where}.scale={shown(item.get('scale'))}:")
+            except ConfigError as err:
+                raise InvalidRequestError(str(err)) from None
+            specs.append(LoraSpec(str(self._file(where, item["name"])), scale))
         return tuple(specs)
 
     def _file(self, where: str, name: Any) -> Path:
         listed = "GET /v1/loras lists the server's LoRAs"
         if not isinstance(name, str) or not name.endswith(LORA_SUFFIX):
-            raise InvalidRequestError(f"{where}.name={name!r}: give the name of a {LORA_SUFFIX} file; {listed}")
+            raise InvalidRequestError(f"{where}.name={shown(name)}: give the name of a {LORA_SUFFIX} file; {listed}")
         relative = PurePosixPath(name)
+        too_long = len(name.encode()) > PATH_MAX or any(len(part.encode()) > NAME_MAX for part in relative.parts)
+        if too_long or any(ord(character) < 32 for character in name):
+            raise InvalidRequestError(f"{where}.name={shown(name)}: not a file's name (a control character, a part of "
+                                      f"over {NAME_MAX} bytes or over {PATH_MAX} in all); {listed}")  # fmt: skip
         path = (self.root / relative).resolve()
         if relative.is_absolute() or ".." in relative.parts or "\\" in name or not self._inside(path):
             raise InvalidRequestError(
-                f"{where}.name={name!r}: a path out of the server's LoRA folder; give a file's name in it ({listed})"
+                f"{where}.name={shown(name)}: a path out of the server's LoRA folder; give a file's name in it ({listed})"
             )
         if not path.is_file():
-            raise InvalidRequestError(f"{where}.name={name!r}: no such file in the server's LoRA folder; {listed}")
+            raise InvalidRequestError(f"{where}.name={shown(name)}: no such file in the server's LoRA folder; {listed}")
         return path
 
     def _inside(self, path: Path) -> bool:

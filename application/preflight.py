@@ -12,6 +12,7 @@ were checked when it was opened, each request's geometry and mesh split are the 
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from wanjax.domain.config import GenerationConfig
@@ -22,27 +23,38 @@ REQUEST_LORA_FIELDS = ("loras", "loras_low")
 """A request's LoRA fields, by expert."""
 
 
-def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...]) -> None:
+def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...], checked: set[Any] | None = None) -> None:
     """Every LoRA file's header read and its deltas matched to the tensors of expert number
-    `expert` by name and shape (the merge's own check, on headers and memory-mapped views: no
-    tensor is read); a CheckpointError naming the file and keys."""
-    from wanjax.adapters.lora import with_loras
+    `expert` by name and shape (the merge's own check, on headers and memory-mapped views), then its
+    values read and found finite (files whose identity is in `checked` are not read again; the
+    others join it); a CheckpointError naming the file and keys."""
+    from wanjax.adapters.checkpoints.safetensors_file import FileIdentity
+    from wanjax.adapters.lora import read_lora, with_loras
 
-    if specs:
-        with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
+    if not specs:
+        return
+    with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
+    checked = set() if checked is None else checked
+    for spec in specs:
+        identity = FileIdentity.of(Path(spec.path).expanduser())
+        if identity not in checked:
+            read_lora(spec.path).check_values()
+            checked.add(identity)
 
 
 class RequestLoraCheck:
     """A request's LoRAs (per expert) checked against the checkpoint before anything loads: an
-    InvalidRequestError naming the request's field (`loras`, `loras_low`) and the problem."""
+    InvalidRequestError naming the request's field (`loras`, `loras_low`) and the problem. A file's
+    values are read once while it stays unchanged (its size and modification time)."""
 
     def __init__(self, checkpoint: Any) -> None:
         self._checkpoint = checkpoint
+        self._checked: set[Any] = set()
 
     def __call__(self, loras: LoraSet) -> None:
         for expert, (field, specs) in enumerate(zip(REQUEST_LORA_FIELDS, loras)):
             try:
-                check_expert_loras(self._checkpoint, expert, specs)
+                check_expert_loras(self._checkpoint, expert, specs, self._checked)
             except CheckpointError as err:
                 raise InvalidRequestError(f"{field}: {err}") from None
 

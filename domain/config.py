@@ -17,6 +17,7 @@ import attrs
 
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.numbers import parse_decimal, parse_whole, shown
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import check_sampler
 from wanjax.domain.settings import (
@@ -218,9 +219,7 @@ def _coerce(key: str, value: Any, source: str) -> Any:
                 return text in _TRUE
             raise ValueError
         if kind is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError
-            return int(value)
+            return _whole(value)
         if kind is float:
             return _finite(value)
         if kind is tuple:
@@ -228,16 +227,31 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         return value if isinstance(value, str) else str(value)
     except ValueError:
         name = f"comma-separated list of {field.metadata['item'].__name__}" if kind is tuple else kind.__name__
-        raise ConfigError(f"{source}: {key}={value!r} is not a valid {name}") from None
+        raise ConfigError(f"{source}: {key}={shown(value)} is not a valid {name} (digits 0-9)") from None
     except ArithmeticError:
-        raise ConfigError(f"{source}: {key}={value!r}: must be a finite number (no nan or inf)") from None
+        raise ConfigError(f"{source}: {key}={shown(value)}: must be a finite number (no nan or inf)") from None
+
+
+def _whole(value: Any) -> int:
+    """An int from `value` (text in digits 0-9, or a whole number); ValueError otherwise."""
+    if isinstance(value, str):
+        return parse_whole(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError
+    return int(value)
 
 
 def _finite(value: Any) -> float:
-    """A float from `value`; ValueError for what is not a number, ArithmeticError for nan and inf."""
-    if isinstance(value, bool):
+    """A float from `value` (text in digits 0-9, or a number); ValueError for what is not a number,
+    ArithmeticError for nan, inf and what is past a float's range."""
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if text.lstrip("+-") in ("inf", "infinity", "nan"):
+            raise ArithmeticError
+        return parse_decimal(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValueError
-    number = float(value)
+    number = float(value)  # OverflowError (an ArithmeticError) for an int past a float's range
     if not math.isfinite(number):
         raise ArithmeticError
     return number
@@ -250,6 +264,7 @@ def _items(value: Any, item: type) -> tuple[Any, ...]:
         texts = [part.strip() if isinstance(part, str) else part for part in parts]
         if item is not str and any(isinstance(t, bool) for t in texts):
             raise ValueError
-        return tuple((_finite if item is float else item)(t) for t in texts if t != "")
+        parse = {float: _finite, int: _whole}.get(item, item)
+        return tuple(parse(t) for t in texts if t != "")
     except TypeError:
         raise ValueError from None

@@ -13,6 +13,8 @@ from wanjax.domain.errors import ConfigError
 POSTGRESQL_SCHEMES = ("postgresql://", "postgres://")
 LEASE_SECONDS = 30.0
 """How long a replica's hold on a running job lasts unless renewed (--lease-seconds)."""
+MAX_LEASE_SECONDS = 86400.0
+"""--lease-seconds at most: a day (a replica that stopped holds its jobs that long)."""
 
 
 class JobStatus(str, enum.Enum):
@@ -82,8 +84,9 @@ def _check_location(_: object, __: object, location: str | None) -> None:
 
 
 def _check_lease(_: object, __: object, seconds: float) -> None:
-    if not seconds >= 1:
-        raise ConfigError(f"--lease-seconds {seconds}: give at least 1 (a replica renews its leases every third of it)")
+    if not 1 <= seconds <= MAX_LEASE_SECONDS:
+        raise ConfigError(f"--lease-seconds {seconds:g}: give 1 to {MAX_LEASE_SECONDS:g} (a replica renews its leases "
+                          "every third of it; another takes its jobs that long after it stopped)")  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)

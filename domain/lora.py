@@ -8,15 +8,23 @@ validated before anything loads.
 
 from __future__ import annotations
 
-import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
 import attrs
 
 from wanjax.domain.errors import ConfigError
+from wanjax.domain.numbers import is_finite_number, parse_decimal, shown
 
 LORA_SUFFIX = ".safetensors"
+MAX_LORA_SCALE = 100.0
+"""A LoRA's scale is from -MAX_LORA_SCALE to MAX_LORA_SCALE (ComfyUI's LoraLoader takes the same
+range; published LoRAs are used at 0.3 to 1.5, a negative scale subtracts a LoRA's change)."""
+MAX_LORAS_PER_EXPERT = 8
+"""A request's LoRAs of one expert at most: each is merged into the expert's parameters on the
+device for the run, a cost (and a copy of every changed parameter) that grows with their number."""
+MAX_REQUEST_LORAS = 12
+"""A request's LoRAs of both experts together at most (Wan 2.2 A14B's `loras` and `loras_low`)."""
 
 
 @attrs.frozen
@@ -37,9 +45,7 @@ class LoraSpec:
         path, sep, suffix = text.rpartition(":")
         scale = _number(suffix) if sep and path else None
         if scale is not None:
-            if not math.isfinite(scale):
-                raise ConfigError(f"LoRA {text!r}: the scale after ':' must be a finite number")
-            return cls(path=path, scale=scale)
+            return cls(path=path, scale=checked_scale(scale, f"LoRA {shown(text)}: the scale after ':'"))
         if not text.endswith(LORA_SUFFIX):
             raise ConfigError(
                 f"LoRA {text!r}: expected PATH[:SCALE] with a {LORA_SUFFIX} file, "
@@ -58,18 +64,25 @@ def lora_spec(item: Any) -> LoraSpec:
     elif isinstance(item, Mapping) and set(item) <= {"path", "scale"} and "path" in item:
         spec = LoraSpec(**item)
     else:
-        raise ConfigError(f"LoRA {item!r}: give PATH[:SCALE] text or a LoraSpec(path, scale)")
-    scale = spec.scale
+        raise ConfigError(f"LoRA {shown(item)}: give PATH[:SCALE] text or a LoraSpec(path, scale)")
     if not isinstance(spec.path, str) or not spec.path.strip():
-        raise ConfigError(f"LoRA {item!r}: the path must be a non-empty text")
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ConfigError(f"LoRA {item!r}: the scale must be a finite number, e.g. 0.8")
-    return LoraSpec(spec.path, float(scale))
+        raise ConfigError(f"LoRA {shown(item)}: the path must be a non-empty text")
+    if any(ord(character) < 32 for character in spec.path):
+        raise ConfigError(f"LoRA {shown(item)}: the path holds a control character (a NUL byte, a line break); "
+                          "give the file's path as text")  # fmt: skip
+    return LoraSpec(spec.path, checked_scale(spec.scale, f"LoRA {shown(item)}: the scale"))
+
+
+def checked_scale(scale: Any, what: str) -> float:
+    """`scale` as a float from -MAX_LORA_SCALE to MAX_LORA_SCALE; a ConfigError starting with `what`."""
+    if not is_finite_number(scale) or not -MAX_LORA_SCALE <= scale <= MAX_LORA_SCALE:
+        raise ConfigError(f"{what} must be a finite number from {-MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}, e.g. 0.8")
+    return float(scale)
 
 
 def _number(text: str) -> float | None:
     try:
-        return float(text)
+        return parse_decimal(text)
     except ValueError:
         return None
 
@@ -77,6 +90,19 @@ def _number(text: str) -> float | None:
 def parse_lora_specs(items: Iterable[str | LoraSpec]) -> tuple[LoraSpec, ...]:
     """Every item (`PATH[:SCALE]` text or a LoraSpec) checked, in order (the order deltas are added in)."""
     return tuple(lora_spec(item) for item in items)
+
+
+def check_request_loras(fields: Mapping[str, Sized]) -> None:
+    """A request's LoRAs (by field: `loras`, `loras_low`, each one expert's) within
+    MAX_LORAS_PER_EXPERT each and MAX_REQUEST_LORAS together; a ConfigError naming the field."""
+    for field, specs in fields.items():
+        if len(specs) > MAX_LORAS_PER_EXPERT:
+            raise ConfigError(f"{field}: {len(specs)} LoRAs; a request applies at most {MAX_LORAS_PER_EXPERT} "
+                              "per expert (merge some into one file, or drop some)")  # fmt: skip
+    total = sum(len(specs) for specs in fields.values())
+    if total > MAX_REQUEST_LORAS:
+        raise ConfigError(f"{' and '.join(fields)}: {total} LoRAs together; a request applies at most "
+                          f"{MAX_REQUEST_LORAS} (merge some into one file, or drop some)")  # fmt: skip
 
 
 LoraSet = tuple[tuple[LoraSpec, ...], ...]

@@ -10,7 +10,8 @@ import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.lora import LoraSpec, parse_lora_specs
+from wanjax.domain.lora import LoraSpec, check_request_loras, parse_lora_specs
+from wanjax.domain.numbers import shown
 from wanjax.domain.scheduling import (
     MAX_INFERENCE_STEPS,
     SIGMA_SCHEDULES,
@@ -18,7 +19,11 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
+from wanjax.domain.modes.animate.videos import (
+    DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES,
+    DEFAULT_SEGMENT_FRAME_LENGTH,
+    PREV_SEGMENT_CONDITIONING_FRAMES,
+)
 from wanjax.domain.modes.base import InputKind
 from wanjax.domain.modes.registry import input_kind, requested_mode
 from wanjax.domain.modes.vace import VaceInputs
@@ -38,7 +43,7 @@ MAX_PROMPT_CHARACTERS = 20_000
 
 
 def _fail(name: str, value: Any, fix: str) -> None:
-    raise InvalidRequestError(f"{name}={value!r}: {fix}")
+    raise InvalidRequestError(f"{name}={shown(value)}: {fix}")
 
 
 def _is_int(value: Any) -> bool:
@@ -194,6 +199,17 @@ def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) 
         _fail(attribute.name, value, f"must be a step index from 0 to {MAX_INFERENCE_STEPS}, or unset")
 
 
+def _segment_length(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not _is_int(value) or not 5 <= value <= MAX_FRAMES or value % 4 != 1:
+        _fail(attribute.name, value, f"must be an integer 4k+1 from 5 to {MAX_FRAMES}: a Wan Animate segment's frames, e.g. 77")
+
+
+def _segment_overlap(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if not _is_int(value) or value not in PREV_SEGMENT_CONDITIONING_FRAMES:
+        choices = " or ".join(map(str, PREV_SEGMENT_CONDITIONING_FRAMES))
+        _fail(attribute.name, value, f"must be {choices}: the frames a Wan Animate segment takes from the last one")
+
+
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
     """One generation (from text, a first frame, first and last frames, a video, or VACE's inputs):
@@ -241,9 +257,11 @@ class GenerationRequest:
     inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
     """The inputs of modes whose inputs have no field of their own above, by input name
     (domain/modes/: each mode's `InputField`s), each checked by its kind."""
-    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
+    segment_frame_length: int = attrs.field(default=DEFAULT_SEGMENT_FRAME_LENGTH, validator=_segment_length)
     """Wan Animate: pixel frames per segment (4k + 1)."""
-    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
+    prev_segment_conditioning_frames: int = attrs.field(
+        default=DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, validator=_segment_overlap
+    )
     """Wan Animate: the previous segment's last frames each segment starts from (1 or 5)."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
@@ -255,6 +273,10 @@ class GenerationRequest:
 
     def __attrs_post_init__(self) -> None:
         check_sampler(self.sample_solver, self.sigma_schedule)
+        try:
+            check_request_loras({"loras": self.loras, "loras_low": self.loras_low})
+        except ConfigError as err:
+            raise InvalidRequestError(str(err)) from None
         mode = requested_mode(self)
         for name in self.inputs:
             if name not in {field.name for field in mode.inputs}:

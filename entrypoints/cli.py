@@ -20,6 +20,7 @@ import numpy as np
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 from wanjax.domain.modes.registry import requested_mode
+from wanjax.entrypoints.arguments import OneLineParser, decimal_number, whole_number
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
@@ -46,7 +47,7 @@ FLAG_KEYS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wanjax", description="Wan video generation in JAX.")
+    parser = OneLineParser(prog="wanjax", description="Wan video generation in JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
     gen = commands.add_parser("generate", help="generate a video per --prompt, in one batch")
     plan = commands.add_parser(
@@ -74,15 +75,15 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
                         help="repeatable: one video per prompt, all in one batch (video i uses seed + i)")
     parser.add_argument("--negative-prompt")
     _add_mode_inputs(parser)
-    parser.add_argument("--strength", type=float,
+    parser.add_argument("--strength", type=decimal_number(),
                         help="video-to-video: share of the steps run on the noised video, in (0, 1] (default 0.8)")
-    parser.add_argument("--height", type=int)
-    parser.add_argument("--width", type=int)
-    parser.add_argument("--num-frames", type=int, help="4k+1 frames, e.g. 81")
-    parser.add_argument("--steps", type=int, help="denoising steps")
-    parser.add_argument("--guidance-scale", type=float, help="guidance (of the high-noise expert on Wan 2.2 A14B)")
-    parser.add_argument("--guidance-scale-low", type=float, help="guidance of the low-noise expert (Wan 2.2 A14B)")
-    parser.add_argument("--seed", type=int)
+    parser.add_argument("--height", type=whole_number())
+    parser.add_argument("--width", type=whole_number())
+    parser.add_argument("--num-frames", type=whole_number(), help="4k+1 frames, e.g. 81")
+    parser.add_argument("--steps", type=whole_number(), help="denoising steps")
+    parser.add_argument("--guidance-scale", type=decimal_number(), help="guidance (of the high-noise expert on Wan 2.2 A14B)")
+    parser.add_argument("--guidance-scale-low", type=decimal_number(), help="guidance of the low-noise expert (Wan 2.2 A14B)")
+    parser.add_argument("--seed", type=whole_number())
     parser.add_argument("--dtype", help="float32 | bfloat16 (default: bfloat16 on accelerators, float32 on CPU)")
     parser.add_argument("--lora", action="append", metavar="PATH[:SCALE]",
                         help="LoRA merged into the transformer (Wan 2.2 A14B: the high-noise expert); repeatable")
@@ -103,8 +104,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     )
     group.add_argument("--coordinator-address", metavar="HOST:PORT",
                        help="where process 0 serves the coordinator (else JAX_COORDINATOR_ADDRESS)")
-    group.add_argument("--num-processes", type=int, help="how many processes (else JAX_NUM_PROCESSES)")
-    group.add_argument("--process-id", type=int, help="this process's index, from 0 (else JAX_PROCESS_ID)")
+    group.add_argument("--num-processes", type=whole_number(), help="how many processes (else JAX_NUM_PROCESSES)")
+    group.add_argument("--process-id", type=whole_number(), help="this process's index, from 0 (else JAX_PROCESS_ID)")
 
 
 def _add_mode_inputs(parser: argparse.ArgumentParser) -> None:
@@ -125,18 +126,18 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
         "bench", help="time a preset's transformer (random weights, no checkpoint) per guided denoising step"
     )
     bench.add_argument("--model", default="demo", help="preset name or published Wan repo id (default: demo)")
-    bench.add_argument("--layers", type=int, help="run only the first N layers of the architecture")
-    bench.add_argument("--steps", type=int, help="timed denoising steps (default: 3)")
-    bench.add_argument("--height", type=int, help="default: the preset's")
-    bench.add_argument("--width", type=int, help="default: the preset's")
-    bench.add_argument("--num-frames", type=int, help="4k+1 frames; default: the preset's")
+    bench.add_argument("--layers", type=whole_number(), help="run only the first N layers of the architecture")
+    bench.add_argument("--steps", type=whole_number(), help="timed denoising steps (default: 3)")
+    bench.add_argument("--height", type=whole_number(), help="default: the preset's")
+    bench.add_argument("--width", type=whole_number(), help="default: the preset's")
+    bench.add_argument("--num-frames", type=whole_number(), help="4k+1 frames; default: the preset's")
     bench.add_argument("--attention", choices=ATTENTION_BACKENDS, help="default: the preset's")
     bench.add_argument("--dtype", choices=DTYPES, help="default: the preset's (auto: bfloat16, float32 on CPU)")
     bench.add_argument("--vae", action="store_true", help="also time one VAE decode of the latents")
     bench.add_argument("--vs", choices=BASELINES, help="also time diffusers' WanTransformer3DModel, same shapes: "
                        "eager, or eager and under torch.compile (diffusers-compiled; minutes of compiling)")
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="any config key, e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d; repeatable")
+                       help="any config key, e.g. weights_dtype=decimal_number()8_e4m3fn or vae_convolution=3d; repeatable")
     bench.add_argument("--profile", type=Path, metavar="DIR",
                        help="trace the timed steps with JAX's profiler into DIR (TensorBoard/XProf and Perfetto files)")
     bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")

@@ -20,6 +20,7 @@ from wanjax.application.job_queue import QueueFull
 from wanjax.application.job_runner import JobRunner
 from wanjax.domain.errors import ConfigError, InvalidRequestError, StoreError
 from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.numbers import MAX_NUMBER_CHARACTERS, parse_whole, shown
 from wanjax.entrypoints.video_api import read_submission, video_object
 
 RETRY_AFTER_SECONDS = 5
@@ -74,17 +75,18 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
 
     async def listed(request: Request) -> Response:
         query = request.query_params
-        limit, order, after = query.get("limit", "20"), query.get("order", "desc"), query.get("after")
-        if not (limit.isdigit() and 1 <= int(limit) <= LIST_LIMIT):
-            return _error(422, f"limit={limit!r}: give a whole number from 1 to {LIST_LIMIT}")
+        order, after = query.get("order", "desc"), query.get("after")
+        limit = _whole_or_none(query.get("limit", "20"))
+        if limit is None or not 1 <= limit <= LIST_LIMIT:
+            return _error(422, f"limit={shown(query.get('limit'))}: give a whole number from 1 to {LIST_LIMIT}")
         if order not in ("asc", "desc"):
-            return _error(422, f"order={order!r}: give asc (oldest first) or desc (newest first)")
-        jobs = runner.page(after=after, limit=int(limit) + 1, newest_first=order == "desc")
+            return _error(422, f"order={shown(order)}: give asc (oldest first) or desc (newest first)")
+        jobs = runner.page(after=after, limit=limit + 1, newest_first=order == "desc")
         if jobs is None:
-            return _error(422, f"after={after!r}: no such video; give the id of a listed one (last_id)")
-        data = [video_object(job, model=runner.model, fps=runner.fps) for job in jobs[: int(limit)]]
+            return _error(422, f"after={shown(after)}: no such video; give the id of a listed one (last_id)")
+        data = [video_object(job, model=runner.model, fps=runner.fps) for job in jobs[:limit]]
         return JSONResponse({"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-                             "last_id": data[-1]["id"] if data else None, "has_more": len(jobs) > int(limit)})  # fmt: skip
+                             "last_id": data[-1]["id"] if data else None, "has_more": len(jobs) > limit})  # fmt: skip
 
     async def retrieve(request: Request) -> Response:
         job = runner.get(request.path_params["video_id"])
@@ -96,7 +98,7 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
         if job is None:
             return _not_found(request)
         if variant not in CONTENT_TYPES:
-            return _error(422, f"variant={variant!r}: wanjax makes {' and '.join(CONTENT_TYPES)}")
+            return _error(422, f"variant={shown(variant)}: wanjax makes {' and '.join(CONTENT_TYPES)}")
         if job.status is not JobStatus.SUCCEEDED:
             return _error(409, f"video {job.id} is {video_object(job, model=runner.model, fps=runner.fps)['status']}; "
                                "its content exists once it has completed")  # fmt: skip
@@ -235,7 +237,7 @@ class _BodyLimit:
             await self._app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length", b"0")
-        if not declared.isdigit() or int(declared) > self._limit:
+        if not declared.isdigit() or len(declared) > MAX_NUMBER_CHARACTERS or int(declared) > self._limit:
             await self._refuse(scope, receive, send)
             return
         received = 0
@@ -263,6 +265,13 @@ class _BodyLimit:
     async def _refuse(self, scope: Any, receive: Any, send: Any) -> None:
         megabytes = self._limit / 2**20
         await _error(413, f"the request body is over {megabytes:g} MiB; send smaller media (the server's --max-body-mb)")(scope, receive, send)
+
+
+def _whole_or_none(text: str) -> int | None:
+    try:
+        return parse_whole(text)
+    except ValueError:
+        return None
 
 
 def _not_found(request: Request) -> Response:

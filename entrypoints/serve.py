@@ -11,11 +11,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from wanjax.domain.jobs import LEASE_SECONDS
+from wanjax.domain.jobs import LEASE_SECONDS, MAX_LEASE_SECONDS
+from wanjax.entrypoints.arguments import decimal_number, whole_number
 from wanjax.entrypoints.interrupts import Interrupted, Stops
 
 STOP_SECONDS = 30.0
 """How long a stopped server waits for its running batch to reach its next step (--stop-timeout)."""
+MAX_STOP_SECONDS = 86400.0
+"""--stop-timeout at most: a day, past any step."""
+MAX_BODY_MB = 16384
+"""--max-body-mb at most (16 GiB): a body is read into memory whole."""
+MAX_QUEUE_SIZE = 100_000
+"""--queue-size at most: each queued job keeps its record and media files."""
+MAX_BATCH = 1024
+"""--max-batch at most: far past what a device holds at once."""
 STOP_POLL_SECONDS = 0.1  # how often that wait looks for a second signal
 
 
@@ -23,7 +32,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve the video API (/v1/videos, as the openai SDK speaks it) and a browser page at /; "
                                    "one process owns the model")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--port", type=whole_number(1, 65535), default=8000)
     serve.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, the defaults of every request; repeatable")  # fmt: skip
@@ -33,23 +42,26 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--jobs", metavar="postgresql://USER@HOST:PORT/DATABASE",
                        help="keep the jobs in this PostgreSQL database, shared by every replica serving the same "
                             "model (default: jobs.sqlite in --output-dir, one server per folder)")  # fmt: skip
-    serve.add_argument("--lease-seconds", type=float, default=LEASE_SECONDS,
+    serve.add_argument("--lease-seconds", type=decimal_number(), default=LEASE_SECONDS,
                        help="with --jobs: how long after a replica's last renewal (every third of it) its running "
-                            f"jobs go to another replica (default: {LEASE_SECONDS:g})")  # fmt: skip
+                            f"jobs go to another replica, from 1 to {MAX_LEASE_SECONDS:g} (default: {LEASE_SECONDS:g})")  # fmt: skip
     serve.add_argument("--token", default=os.environ.get("WANJAX_TOKEN"),
                        help="require Authorization: Bearer TOKEN (default: $WANJAX_TOKEN; none: open to this machine only)")  # fmt: skip
     serve.add_argument("--lora-dir", type=Path,
                        help="the LoRA files requests may name (fields loras, loras_low); sets request_loras=true")  # fmt: skip
     serve.add_argument("--allow-no-token", action="store_true",
                        help="serve a --host other than loopback without a token (anyone who reaches it may use it)")  # fmt: skip
-    serve.add_argument("--max-body-mb", type=float, default=64.0,
-                       help="largest request body, media included, in MiB; larger ones get 413 (default: 64)")  # fmt: skip
-    serve.add_argument("--stop-timeout", type=float, default=STOP_SECONDS,
+    serve.add_argument("--max-body-mb", type=decimal_number(0, MAX_BODY_MB, above=True), default=64.0,
+                       help=f"largest request body, media included, in MiB, at most {MAX_BODY_MB} (a body is held in "
+                            "memory); larger ones get 413 (default: 64)")  # fmt: skip
+    serve.add_argument("--stop-timeout", type=decimal_number(0, MAX_STOP_SECONDS), default=STOP_SECONDS,
                        help="on SIGTERM/SIGINT, seconds to wait for the running batch's next step before exiting "
-                            f"anyway (default: {STOP_SECONDS:g})")  # fmt: skip
-    serve.add_argument("--queue-size", type=int, default=64, help="jobs waiting at most; more are refused with 429")
-    serve.add_argument("--max-batch", type=int, default=4,
-                       help="queued jobs of the same size, frames and steps run as one batch of at most this many")  # fmt: skip
+                            f"anyway, at most {MAX_STOP_SECONDS:g} (default: {STOP_SECONDS:g})")  # fmt: skip
+    serve.add_argument("--queue-size", type=whole_number(1, MAX_QUEUE_SIZE), default=64,
+                       help=f"jobs waiting at most (up to {MAX_QUEUE_SIZE}); more are refused with 429")  # fmt: skip
+    serve.add_argument("--max-batch", type=whole_number(1, MAX_BATCH), default=4,
+                       help="queued jobs of the same size, frames and steps run as one batch of at most this many "
+                            f"(up to {MAX_BATCH})")  # fmt: skip
 
 
 def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> int:
@@ -65,19 +77,16 @@ def serve(args: argparse.Namespace, overrides: dict[str, Any], stops: Stops) -> 
     from wanjax.application.job_runner import JobRunner
     from wanjax.application.lora_folder import LoraFolder
     from wanjax.application.presets import resolve_config
-    from wanjax.domain.errors import ConfigError
     from wanjax.domain.jobs import JobStoreSettings
     from wanjax.entrypoints.http_api import KEEP_ALIVE_SECONDS, LOOPBACK_NAMES, build_app
 
-    if args.queue_size < 1 or args.max_batch < 1 or not args.max_body_mb > 0 or not args.stop_timeout >= 0:
-        raise ConfigError("--queue-size and --max-batch must be at least 1, --max-body-mb above 0, --stop-timeout at least 0")
     loras = None if args.lora_dir is None else LoraFolder(args.lora_dir)
     if loras is not None:
         overrides = {"request_loras": "true", **overrides}
     check_access(args.host, args.token, allow_no_token=args.allow_no_token)
-    listening = bound_socket(args.host, args.port)
     output_dir = args.output_dir.absolute()
     jobs = JobStoreSettings(output_dir=output_dir, location=args.jobs, lease_seconds=args.lease_seconds)
+    listening = bound_socket(args.host, args.port)
     config = resolve_config(args.model, overrides)
     container = build_container(config, jobs)
     store = container.job_store()  # SQLite: the output folder's lock held while the process runs

@@ -17,6 +17,7 @@ from starlette.requests import Request
 from wanjax.application.job_requests import MEDIA_FIELDS
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.jobs import Job, JobStatus
+from wanjax.domain.numbers import json_integer, shown
 from wanjax.domain.requests import GenerationRequest
 
 TEXT_FIELDS = frozenset({"prompt", "model", "size", "seconds"} | {f.name for f in attrs.fields(GenerationRequest) if f.type == "str"})
@@ -37,7 +38,7 @@ async def read_submission(request: Request) -> tuple[dict[str, Any], dict[str, b
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         return await _form_submission(request)
     try:
-        body = await request.json()
+        body = read_json(await request.body())
     except (ValueError, RecursionError):  # RecursionError: nested past Python's stack
         raise InvalidRequestError("the body is neither multipart/form-data nor a JSON object of request fields "
                                   "(nested at most a few hundred levels)") from None  # fmt: skip
@@ -83,9 +84,15 @@ def _form_value(name: str, text: str) -> Any:
     if name in TEXT_FIELDS:
         return text
     try:
-        return json.loads(text)
+        return read_json(text)
     except (ValueError, RecursionError):
-        raise InvalidRequestError(f"{name}={text[:40]!r}: not a number (or JSON value)") from None
+        raise InvalidRequestError(f"{name}={shown(text)}: not a number (or JSON value)") from None
+
+
+def read_json(text: str | bytes) -> Any:
+    """A client's JSON: an integer of more digits than any field takes read as the float it rounds to
+    (`numbers.json_integer`), so that the field refuses it by name."""
+    return json.loads(text, parse_int=json_integer)
 
 
 def _base64(value: Any, name: str) -> bytes:

@@ -95,6 +95,12 @@ class LoraFile:
     path: Path
     deltas: tuple[Delta, ...]
 
+    def check_values(self) -> None:
+        """Every delta's factors read and found finite (the whole file is read; alphas were checked
+        when it was opened); a CheckpointError naming the file and keys otherwise."""
+        for delta in self.deltas:
+            delta.factors()
+
 
 def read_lora(path: Path) -> LoraFile:
     """Every delta of the LoRA file at `path`; CheckpointError lists every key it cannot place."""
@@ -102,6 +108,8 @@ def read_lora(path: Path) -> LoraFile:
     if not path.is_file():
         raise CheckpointError(f"LoRA file not found: {path}")
     file = SafetensorsFile(path)
+    if not file.names:
+        raise CheckpointError(f"LoRA {path}: the file holds no tensors; re-download or re-export it, or drop it")
     groups: dict[tuple[str, str], dict[str, str]] = {}
     unmatched: list[str] = []
     repeated: list[str] = []

@@ -197,6 +197,10 @@ class GenerationMode:
     selected_by: tuple[str, ...] = ()
     """GenerationRequest fields, or names of `inputs`, that, set, select this mode (the registry asks
     in table order)."""
+    settings: tuple[str, ...] = ()
+    """GenerationRequest fields that only this mode reads (typed and ranged by the request's own
+    validators); a request that runs in another mode leaves them at their defaults
+    (`registry.check_settings`)."""
 
     def given(self, request: GenerationRequest) -> bool:
         """`request` sets a field (or input) that selects this mode."""

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
+import attrs
+
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import GenerationMode, InputField, InputKind, ModelTraits
@@ -19,6 +21,7 @@ from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
 from wanjax.domain.modes.vace import VACE
 from wanjax.domain.modes.video_to_video import VIDEO_TO_VIDEO
+from wanjax.domain.numbers import shown
 
 if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
@@ -42,8 +45,22 @@ def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     """The mode `request` runs in on `model`, checked: InvalidRequestError, naming the fix, where the
     model cannot run it."""
     mode = resolved_mode(request, model)
+    check_settings(request, mode)
     mode.check(request, model)
     return mode
+
+
+def check_settings(request: GenerationRequest, mode: GenerationMode) -> None:
+    """InvalidRequestError for a setting of another mode than `mode` (the one `request` runs in) that
+    `request` sets to other than its default: nothing would read it."""
+    defaults = {field.name: field.default for field in attrs.fields(type(request))}
+    for other in MODES:
+        for name in other.settings if other is not mode else ():
+            if getattr(request, name) != defaults[name]:
+                raise InvalidRequestError(
+                    f"{name}={shown(getattr(request, name))}: a setting of the {other.name} mode; this request runs in "
+                    f"{mode.name} on this model, which would not read it: leave it out"
+                )
 
 
 def resolved_mode(request: GenerationRequest, model: ModelTraits) -> GenerationMode:

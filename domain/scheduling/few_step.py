@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import DTypeLike
 
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.numbers import shown
 from wanjax.domain.scheduling.euler import euler_table_on
 from wanjax.domain.scheduling.flow_sigmas import MAX_INFERENCE_STEPS, NUM_TRAIN_TIMESTEPS, FlowSchedule, shift_sigmas
 from wanjax.domain.scheduling.solver import SolverTable
@@ -36,7 +37,7 @@ def checked_timesteps(timesteps: Sequence[float]) -> tuple[float, ...]:
     try:
         items = () if isinstance(timesteps, str) else tuple(timesteps)
         values = tuple(float(t) for t in items if not isinstance(t, bool))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int past a float's range
         items, values = (), ()
     valid = (
         0 < len(values) == len(items) <= MAX_INFERENCE_STEPS
@@ -45,16 +46,10 @@ def checked_timesteps(timesteps: Sequence[float]) -> tuple[float, ...]:
     )
     if not valid:
         raise InvalidRequestError(
-            f"sample_timesteps={_shown(timesteps)}: must be 1 to {MAX_INFERENCE_STEPS} training timesteps in "
+            f"sample_timesteps={shown(timesteps)}: must be 1 to {MAX_INFERENCE_STEPS} training timesteps in "
             f"(0, {NUM_TRAIN_TIMESTEPS}], strictly decreasing, e.g. 1000,750,500,250"
         )
     return values
-
-
-def _shown(timesteps: object) -> str:
-    """The value as given, cut short for a long list."""
-    text = repr(timesteps)
-    return text if len(text) <= 80 else f"{text[:60]}... ({len(text)} characters)"
 
 
 def few_step_schedule(timesteps: Sequence[float], shift: float) -> FlowSchedule:

@@ -84,10 +84,15 @@ def test_loras_by_name_as_json_or_as_a_multipart_field_holding_json(tmp_path, fo
         ([{"name": "link.safetensors"}], "a path out of the server's LoRA folder"),
         ([{"name": "gone.safetensors"}], "no such file in the server's LoRA folder"),
         ([{"name": "notes.txt"}], "give the name of a .safetensors file"),
-        ([{"name": "fox.safetensors", "scale": "strong"}], r"loras\[0\].scale='strong': give a finite number"),
+        ([{"name": "fox.safetensors", "scale": "strong"}], r"loras\[0\].scale='strong': must be a finite number from -100 to 100"),
         ([{"name": "fox.safetensors", "weight": 1}], r"loras\[0\]=.*give an object"),
         ({"name": "fox.safetensors"}, "loras: give a list of"),
         ([{"name": "misfit.safetensors"}], "loras: LoRA misfit.safetensors: 3 key"),
+        ([{"name": "fox.safetensors"}] * 5000, "loras: 5000 LoRAs; a request applies at most 8 per expert"),
+        ([{"name": "fox.safetensors", "scale": 1e6}], r"loras\[0\].scale=1000000.0: must be a finite number from -100"),
+        ([{"name": "fox\x00.safetensors"}], "not a file's name"),
+        ([{"name": "f" * 300 + ".safetensors"}], "not a file's name"),
+        ([{"name": "a/" * 2100 + "fox.safetensors"}], "not a file's name"),
     ],
 )
 def test_what_cannot_be_applied_is_a_422_naming_the_field_and_nothing_is_queued(tmp_path, folder, loras, message):

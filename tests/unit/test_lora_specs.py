@@ -4,7 +4,7 @@ import pytest
 
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.lora import LoraSpec, loras_per_expert
+from wanjax.domain.lora import MAX_LORA_SCALE, MAX_LORAS_PER_EXPERT, MAX_REQUEST_LORAS, LoraSpec, lora_spec, loras_per_expert
 
 
 def test_config_keys_take_lists_or_comma_separated_text():
@@ -53,3 +53,25 @@ def test_a_request_takes_specs_text_or_records_and_names_its_field_when_wrong():
 def test_request_loras_and_offloaded_blocks_exclude_each_other():
     with pytest.raises(ConfigError, match="request_loras .* offload=layers"):
         GenerationConfig.from_mapping({"request_loras": True, "offload": "layers"})
+
+
+def test_a_requests_loras_are_bounded_per_expert_and_together():
+    config = GenerationConfig()
+    eight = ["a.safetensors"] * MAX_LORAS_PER_EXPERT
+    assert len(config.request("a fox", loras=eight).loras) == MAX_LORAS_PER_EXPERT
+    with pytest.raises(InvalidRequestError, match=f"loras: {MAX_LORAS_PER_EXPERT + 1} LoRAs; a request applies at most 8 per expert"):
+        config.request("a fox", loras=[*eight, "b.safetensors"])
+    with pytest.raises(InvalidRequestError, match=f"loras and loras_low: 13 LoRAs together; a request applies at most {MAX_REQUEST_LORAS}"):
+        config.request("a fox", loras=eight, loras_low=["c.safetensors"] * 5)
+
+
+@pytest.mark.parametrize("scale", [100.5, -101, 10**400, float("inf")])
+def test_a_scale_past_the_documented_range_is_refused(scale):
+    with pytest.raises(ConfigError, match=f"from -{MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}"):
+        lora_spec(LoraSpec("a.safetensors", scale))
+    assert lora_spec(LoraSpec("a.safetensors", -MAX_LORA_SCALE)).scale == -MAX_LORA_SCALE
+
+
+def test_a_path_with_a_nul_byte_is_refused():
+    with pytest.raises(ConfigError, match="control character"):
+        lora_spec("a\x00b.safetensors")

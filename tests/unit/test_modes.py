@@ -4,7 +4,7 @@ import attrs
 import numpy as np
 import pytest
 
-from wanjax.domain.architectures import WAN21_FLF2V_14B, WAN21_I2V_14B, WAN21_T2V_14B, WAN22_I2V_A14B
+from wanjax.domain.architectures import WAN21_FLF2V_14B, WAN21_I2V_14B, WAN21_T2V_14B, WAN22_ANIMATE_14B, WAN22_I2V_A14B
 from wanjax.domain.batch import shared_request
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
@@ -120,3 +120,18 @@ def test_an_animate_character_of_any_size_is_kept_as_given():
     inputs = {"pose_video": pose, "face_video": face}
     for size in ((32, 48, 3), (40, 24, 3)):
         assert CONFIG.request("a dancer", image=np.zeros(size, np.uint8), inputs=inputs).image.shape == size
+
+
+def test_a_setting_of_another_mode_is_refused_where_the_request_does_not_run_in_it():
+    """Wan Animate's segment settings on a text-to-video model (nothing reads them) are refused; at
+    their defaults they pass; on an Animate model they are the run's."""
+    with pytest.raises(InvalidRequestError, match="segment_frame_length=33: a setting of the animate mode; this request "
+                                                  "runs in text-to-video"):  # fmt: skip
+        check_inputs(CONFIG.request("a cat", segment_frame_length=33), NONE, WAN21_T2V_14B)
+    with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=5: a setting of the animate mode"):
+        check_inputs(CONFIG.request("a cat", prev_segment_conditioning_frames=5), NONE, WAN21_T2V_14B)
+    assert check_inputs(CONFIG.request("a cat"), NONE, WAN21_T2V_14B).name == "text-to-video"
+    pose, face = np.zeros((5, 32, 48, 3), np.uint8), np.zeros((5, 16, 16, 3), np.uint8)
+    dancer = CONFIG.request("a dancer", image=np.zeros((32, 48, 3), np.uint8), inputs={"pose_video": pose, "face_video": face},
+                            segment_frame_length=33)  # fmt: skip
+    assert check_inputs(dancer, NONE, WAN22_ANIMATE_14B).name == "animate"

@@ -57,12 +57,16 @@ def test_layers_needs_the_scanned_block_stack():
         DenoiserSettings(offload="layers", scan_layers=False)
 
 
-@pytest.mark.parametrize(("text", "size"), [("24GiB", 24 * GIB), ("80GB", 80 * 10**9), ("512 mib", 512 * 2**20)])
+@pytest.mark.parametrize(
+    ("text", "size"), [("24GiB", 24 * GIB), ("80GB", 80 * 10**9), ("512 mib", 512 * 2**20), ("0.5GiB", GIB // 2), ("1", 1)]
+)
 def test_sizes_parse(text, size):
     assert parse_size(text, what="--device-memory") == size
 
 
-@pytest.mark.parametrize("text", ["24 parsecs", "-1GiB", "GiB", "0"])
+@pytest.mark.parametrize(
+    "text", ["24 parsecs", "-1GiB", "GiB", "0", "0.5", "0.5B", "²GiB", "٢٤GiB", "1" * 300, "9" * 40 + "TiB", "2TB" + " " * 100]
+)
 def test_bad_sizes_name_the_flag(text):
     with pytest.raises(ConfigError, match="--device-memory"):
         parse_size(text, what="--device-memory")

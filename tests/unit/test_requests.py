@@ -46,6 +46,13 @@ def test_valid_request_builds():
         ("negative_prompt", None, "text"),
         ("sample_solver", "ddim", "unipc, dpm++, euler"),
         ("sigma_schedule", "karras", "official, diffusers"),
+        ("segment_frame_length", list(range(10**5)), "4k+1 from 5 to 4093"),  # stored per job before it was typed
+        ("segment_frame_length", 78, "4k+1 from 5 to 4093"),
+        ("segment_frame_length", 1, "4k+1 from 5 to 4093"),
+        ("segment_frame_length", 4097, "4k+1 from 5 to 4093"),
+        ("prev_segment_conditioning_frames", 3, "must be 1 or 5"),
+        ("prev_segment_conditioning_frames", True, "must be 1 or 5"),
+        ("prev_segment_conditioning_frames", "5", "must be 1 or 5"),
     ],
 )
 def test_invalid_field_is_named(field, value, expected):
@@ -58,7 +65,8 @@ def test_invalid_field_is_named(field, value, expected):
 @pytest.mark.parametrize(
     "field, value",
     [("num_inference_steps", 1), ("num_inference_steps", 1000), ("flow_shift", 0.01), ("flow_shift", 100.0),
-     ("height", 16384), ("num_frames", 4093), ("sample_timesteps", tuple(range(1000, 0, -1)))],
+     ("height", 16384), ("num_frames", 4093), ("sample_timesteps", tuple(range(1000, 0, -1))),
+     ("segment_frame_length", 5), ("segment_frame_length", 4093), ("prev_segment_conditioning_frames", 5)],
 )  # fmt: skip
 def test_the_ends_of_each_range_are_accepted(field, value):
     assert getattr(GenerationRequest(**{**VALID, field: value}), field) == value

@@ -80,6 +80,7 @@ class Animate(GenerationMode):
     name = "animate"
     inputs = INPUTS
     selected_by = ("pose_video", "face_video", "background_video")
+    settings = ("segment_frame_length", "prev_segment_conditioning_frames")
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.is_animate
