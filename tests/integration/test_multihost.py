@@ -82,6 +82,7 @@ def test_process_group_from_flags_and_environment():
         ({}, dict(coordinator_address="h:1", num_processes=2, process_id=2), r"process_id=2: must be in \[0, 2\)"),
         ({}, dict(coordinator_address="nohost", num_processes=2, process_id=0), "expected HOST:PORT"),
         ({"JAX_NUM_PROCESSES": "two", "JAX_PROCESS_ID": "0"}, dict(coordinator_address="h:1"), "num_processes='two'"),
+        ({"JAX_NUM_PROCESSES": "٢", "JAX_PROCESS_ID": "0"}, dict(coordinator_address="h:1"), "num_processes='٢'"),
     ],
 )
 def test_incomplete_or_bad_process_group_is_a_config_error(environ, flags, message):

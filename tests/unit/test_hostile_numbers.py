@@ -18,7 +18,8 @@ from starlette.testclient import TestClient
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.job_runner import JobRunner
 from wanjax.application.lora_folder import LoraFolder
-from wanjax.domain.config import GenerationConfig
+from wanjax.domain.config import ROUTES, GenerationConfig
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.requests import GenerationRequest
 from wanjax.entrypoints.cli import build_parser, main
 from wanjax.entrypoints.http_api import build_app
@@ -110,3 +111,21 @@ def test_a_loras_scale_and_the_lists_limit_refuse_such_numbers(client):
         _refused(client.post("/v1/videos", content=body, headers={"content-type": "application/json"}), "loras[0].scale")
     for text in TEXTS:
         _refused(client.get("/v1/videos", params={"limit": text}), "limit")
+
+
+NUMERIC_KEYS = [key for key, (_, field) in ROUTES.items()
+                if field.metadata.get("item", field.metadata.get("parse", type(field.default))) in (int, float)]  # fmt: skip
+
+
+@pytest.mark.parametrize("key", NUMERIC_KEYS)
+def test_a_numeric_config_key_refuses_such_numbers_naming_itself(key):
+    """`--set KEY=VALUE` and a preset's text values: read as the flags are (nothing, for an optional
+    key, means none)."""
+    for text in filter(None, TEXTS):
+        with pytest.raises(ConfigError, match=f"--set: {re.escape(key)}="):
+            GenerationConfig().with_overrides({key: text})
+
+
+def test_a_content_length_of_thousands_of_digits_is_a_413(client):
+    response = client.post("/v1/videos", content=b"{}", headers={"content-type": "application/json", "content-length": "9" * 5000})
+    assert response.status_code == 413

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 import attrs
 
 from wanjax.domain.errors import ConfigError
+from wanjax.domain.numbers import parse_whole, shown
 
 ENVIRONMENT = {
     "coordinator_address": "JAX_COORDINATOR_ADDRESS",
@@ -46,9 +47,9 @@ class ProcessGroup:
 
 def _integer(name: str, value: str | int) -> int:
     try:
-        return int(value)
+        return value if isinstance(value, int) else parse_whole(value)
     except ValueError:
-        raise ConfigError(f"{name}={value!r}: expected a whole number") from None
+        raise ConfigError(f"{name}={shown(value)}: expected a whole number in digits 0-9") from None
 
 
 def process_group(
