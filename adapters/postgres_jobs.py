@@ -250,8 +250,7 @@ class PostgresJobStore:
                 if self._connection is not None and self._connection.broken:
                     self._connection.close()
                 raise StoreError(f"the job store {self.where} cannot be used ({' '.join(str(err).split())}); check that "
-                                 "PostgreSQL runs and this user may connect and write there; the server goes on "
-                                 "once it can") from None  # fmt: skip
+                                 "PostgreSQL runs and this user may connect and write there") from None  # fmt: skip
 
 
 def _where(url: str) -> str:

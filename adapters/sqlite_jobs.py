@@ -139,7 +139,7 @@ class SqliteJobStore:
 def _remedy(reason: str) -> str:
     """What to do about SQLite's `reason`."""
     if "full" in reason:
-        return "free disk space on its file system; the server goes on once the store can be written"
+        return "free disk space on its file system"
     if "readonly" in reason or "read-only" in reason or "unable to open" in reason or "ermission" in reason:
         return "make it and its folder writable by this user, or give another --output-dir"
     return "move it away (its job records are lost) or give another --output-dir"

@@ -87,6 +87,7 @@ def validated_request(
     try:
         files = {MEDIA_FIELDS[client]: data for client, data in media.items()}
         mode = media_mode(files)
+        mode.check_model(service.traits)  # before the files are read: a model without the mode takes none
         shapes = media_shapes(files, mode, fields.get("num_frames", config.sampling.num_frames))
         size = {name: _stand_in_side(fields.get(name, getattr(config.sampling, name))) for name in ("height", "width")}
         request = config.request(prompt, **fields, **mode.from_media(stand_in_media(shapes, mode, **size)))
@@ -94,7 +95,8 @@ def validated_request(
         check_memory(request)
         check_pixels(shapes, request)
     except InvalidRequestError as err:
-        raise InvalidRequestError(_named_by_client(str(err), given, used)) from None
+        message = _named_by_client(str(err), given, used)
+        raise InvalidRequestError(message if loras is None else loras.in_clients_terms(message)) from None
     return request
 
 

@@ -69,6 +69,11 @@ class LoraFolder:
             raise InvalidRequestError(f"{where}.name={shown(name)}: no such file in the server's LoRA folder; {listed}")
         return path
 
+    def in_clients_terms(self, message: str) -> str:
+        """`message` with each file of this folder named as a client names it (relative to the
+        folder): a client is told nothing of the server's paths."""
+        return message.replace(f"{self.root}/", "").replace(str(self.root), "the server's LoRA folder")
+
     def _inside(self, path: Path) -> bool:
         return path.is_relative_to(self.root)
 

@@ -116,6 +116,11 @@ class GenerationService:
         self._config_checked = False
         self._checking = threading.Lock()
 
+    @property
+    def traits(self) -> ModelTraits:
+        """What the generation modes ask of the model (`GenerationMode.check_model`)."""
+        return self._components.traits
+
     def check(self, requests: Sequence[GenerationRequest]) -> None:
         """Raises now what `generate_batch(requests)` would raise before its first step, loading
         nothing: the batch, its latent geometry, its sampling plan (host arithmetic: the experts'

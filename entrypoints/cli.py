@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from wanjax.entrypoints.interrupts import Interrupted, Stops, end_at_once_on_signals, signals_interrupt, stopped_line
+from wanjax.entrypoints.interrupts import (
+    Interrupted,
+    Stops,
+    end_at_once_on_signals,
+    run_to_exit,
+    signals_interrupt,
+    stopped_line,
+)
 
 if __name__ == "__main__":  # `python -m wanjax.entrypoints.cli` (the `wanjax` script: entrypoints/program.py)
     end_at_once_on_signals()  # before the imports below: a signal while they load ends the run cleanly
@@ -233,6 +240,7 @@ def _media(
     if not given:
         return {}
     mode = mode_of_inputs(given, model)
+    mode.check_model(model())  # before the files are read
     size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
     read_file = probe_input if probed else read_input
     read = {field.name: read_file(field.kind, getattr(args, field.name), **size) for field in mode.inputs
@@ -472,4 +480,4 @@ class StepProgress:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_to_exit(main))

@@ -22,7 +22,7 @@ import signal
 import sys
 import sysconfig
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -35,23 +35,36 @@ _STANDARD_LIBRARY = tuple({_PATHS["stdlib"], _PATHS["platstdlib"]})
 _SITE_PACKAGES = tuple({_PATHS["purelib"], _PATHS["platlib"]})
 
 
-def stopped_line(signum: int) -> str:
-    """The CLI's last line when a signal stopped it."""
-    return f"wanjax: stopped by {signal.Signals(signum).name}; no partial output was left"
+def stopped_line(signum: int, *, run_ended: bool = False) -> str:
+    """The CLI's last line when a signal stopped it: during the run (which leaves nothing behind),
+    or with `run_ended` as the process exits after it (what it wrote is whole, if anything)."""
+    name = signal.Signals(signum).name
+    if run_ended:
+        return f"wanjax: stopped by {name} while exiting; the run had ended, and any output it wrote is complete"
+    return f"wanjax: stopped by {name}; no partial output was left"
 
 
-def end_at_once_on_signals() -> None:
-    """Until `signals_interrupt` takes them over: SIGINT and SIGTERM end the process at once,
-    with the CLI's line and status. Called before the CLI's imports (seconds on a loaded
-    machine), where Python's own handling would print a KeyboardInterrupt traceback from
-    whichever module was loading; the process has written nothing yet, so nothing is left."""
+def end_at_once_on_signals(*, run_ended: bool = False) -> None:
+    """Outside `signals_interrupt`: SIGINT and SIGTERM end the process at once, with the CLI's line
+    and status. Called before the CLI's imports (seconds on a loaded machine), where Python's own
+    handling would print a KeyboardInterrupt traceback from whichever module was loading (the
+    process has written nothing yet, so nothing is left), and with `run_ended` after the run, while
+    the process exits (seconds of JAX's teardown), when its output may be in place."""
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
-            signal.signal(signum, _end_now)
+            line = stopped_line(signum, run_ended=run_ended)
+            signal.signal(signum, lambda number, _, line=line: _end_now(number, line))
 
 
-def _end_now(signum: int, frame: FrameType | None) -> None:
-    os.write(2, (stopped_line(signum) + "\n").encode())
+def run_to_exit(main: Callable[[], int]) -> int:
+    """`main()` (the CLI), then the signals' handling of a process whose run has ended."""
+    status = main()
+    end_at_once_on_signals(run_ended=True)
+    return status
+
+
+def _end_now(signum: int, line: str) -> None:
+    os.write(2, (line + "\n").encode())
     os._exit(128 + signum)
 
 

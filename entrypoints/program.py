@@ -4,11 +4,11 @@ than a traceback. The CLI module itself sets no handler when imported (embedded 
 
 from __future__ import annotations
 
-from wanjax.entrypoints.interrupts import end_at_once_on_signals
+from wanjax.entrypoints.interrupts import end_at_once_on_signals, run_to_exit
 
 
 def main() -> int:
     end_at_once_on_signals()
     from wanjax.entrypoints.cli import main as cli_main
 
-    return cli_main()
+    return run_to_exit(cli_main)

@@ -73,7 +73,9 @@ def _opened(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None,
         raise InvalidRequestError(f"{what} is too large to read safely ({err}); resize it first") from None
     except (UnidentifiedImageError, OSError) as err:
         kinds = "png/jpg" if formats is None else "/".join(name.lower() for name in formats)
-        raise InvalidRequestError(f"{what} is not a readable {kinds} image ({err})") from None
+        # PIL's own words for bytes it cannot identify name the object it read them from
+        reason = "no image of those formats" if isinstance(err, UnidentifiedImageError) else err
+        raise InvalidRequestError(f"{what} is not a readable {kinds} image ({reason})") from None
 
 
 def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:

@@ -106,7 +106,7 @@ def _probed(source: Path | bytes, most: int, what: str) -> tuple[int, int, int]:
     except InvalidRequestError:
         raise
     except (av.FFmpegError, OSError, ValueError) as err:
-        raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
+        raise InvalidRequestError(f"{what} is not a readable video file ({_reason(err)})") from None
 
 
 def _packets(container: Any, stream: Any, most: int) -> int:
@@ -167,7 +167,7 @@ def _decoded_frames(source: str | BinaryIO, num_frames: int, what: str, form: st
     except InvalidRequestError:
         raise
     except (av.FFmpegError, OSError, ValueError) as err:
-        raise InvalidRequestError(f"{what} is not a readable video file ({err})") from None
+        raise InvalidRequestError(f"{what} is not a readable video file ({_reason(err)})") from None
     return frames
 
 
@@ -181,3 +181,9 @@ def _stacked(frames: list[np.ndarray], num_frames: int, what: str) -> np.ndarray
     if len(shapes) > 1:
         raise InvalidRequestError(f"{what}: its frames differ in size ({', '.join(map(str, sorted(shapes)))})")
     return np.stack(frames)
+
+
+def _reason(err: Exception) -> str:
+    """FFmpeg's words for an error, without the error number and the stand-in name of the bytes it
+    read (`[Errno 1094995529] Invalid data found when processing input: '<none>'`)."""
+    return getattr(err, "strerror", None) or str(err)

@@ -214,8 +214,13 @@ class GenerationMode:
         """Raises InvalidRequestError, naming the fix, where the request's inputs do not fit together
         or its frame count (no model needed: called on construction)."""
 
+    def check_model(self, model: ModelTraits) -> None:
+        """Raises InvalidRequestError, naming the fix, where `model` cannot run this mode at all: asked
+        first, before the inputs are read (`mode_of_inputs` found the mode) or checked together."""
+
     def check(self, request: GenerationRequest, model: ModelTraits) -> None:
-        """Raises InvalidRequestError, naming the fix, where `model` cannot run the request (before loading)."""
+        """Raises InvalidRequestError, naming the fix, where `model` cannot run the request (before
+        loading; after `check_model`)."""
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """The latents the model denoises, from the video's own `geometry`."""

@@ -46,6 +46,7 @@ def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     model cannot run it."""
     mode = resolved_mode(request, model)
     check_settings(request, mode)
+    mode.check_model(model)
     mode.check(request, model)
     return mode
 
@@ -117,8 +118,9 @@ def input_kind(name: str) -> InputKind | None:
 
 
 def flag_help(flag: str) -> str:
-    """The CLI help of `flag`: each mode's, joined."""
-    return "; ".join(field.help for mode in MODES for field in mode.inputs if field.flag == flag)
+    """The CLI help of `flag`: each mode's, joined, each text once (first-last-frame's `--image` is
+    image-to-video's)."""
+    return "; ".join(dict.fromkeys(field.help for mode in MODES for field in mode.inputs if field.flag == flag))
 
 
 def http_fields() -> dict[str, InputField]:

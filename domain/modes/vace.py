@@ -174,7 +174,7 @@ class Vace(GenerationMode):
         if request.vace is not None:
             request.vace.check(request.num_frames, request.height, request.width)
 
-    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+    def check_model(self, model: ModelTraits) -> None:
         if not model.transformer.is_vace:
             raise InvalidRequestError(
                 "--video, --mask and --reference-image guide a Wan 2.1 VACE model; this model has no VACE "

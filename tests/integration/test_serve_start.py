@@ -27,6 +27,7 @@ def test_a_bad_token_address_or_job_store_is_refused_in_one_line(tmp_path, capsy
     assert _serve(tmp_path, *args) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+    assert "goes on" not in err  # a server that did not start does not go on
 
 
 def test_a_busy_port_says_so(tmp_path, capsys):

@@ -4,6 +4,7 @@ the video object, listing, deletion, and the errors for what cannot run."""
 
 import base64
 import io
+import re
 import sqlite3
 import time
 
@@ -91,11 +92,14 @@ def test_a_json_body_takes_wanjax_fields_and_a_base64_first_frame(client, runner
      ({"prompt": "x", "seed": "seven"}, None, "seed='seven'"), ({"seed": 1}, None, "prompt"),
      ({"prompt": "x", "input_reference[image_url]": "https://x/y.png"}, None, "input_reference"),
      ({"prompt": "x"}, {"picture": ("p.png", _png())}, "picture"),
-     ({"prompt": "x"}, {"input_reference": ("p.png", b"not an image")}, "input_reference")],
+     ({"prompt": "x"}, {"input_reference": ("p.png", b"not an image")}, "input_reference"),
+     ({"prompt": "x"}, {"input_reference": ("p.png", _png()[:40] + bytes(30))}, "input_reference"),
+     ({"prompt": "x"}, {"video": ("v.mp4", b"\x00\x00\x00\x18ftypmp42" + bytes(100))}, "video (the request's file) is not a readable")],
 )  # fmt: skip
 def test_a_bad_submission_is_422_naming_what_is_wrong_and_queues_nothing(client, runner, fields, files, named):
     response = _form(client, fields, files)
     assert response.status_code == 422 and named in response.json()["error"]["message"]
+    assert not re.search(r"object at 0x|Errno|'<none>'", response.text), response.text  # no reprs, no FFmpeg numbers
     assert "wanjax_queue_depth 0" in runner.metrics.text()
 
 

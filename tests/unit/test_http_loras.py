@@ -36,8 +36,8 @@ def folder(tmp_path):
 
 def _client(tmp_path, folder, checked):
     def check(loras):
-        if any(spec.path.endswith("misfit.safetensors") for specs in loras for spec in specs):
-            raise InvalidRequestError("loras: LoRA misfit.safetensors: 3 key(s) target no tensor of this transformer")
+        for spec in (spec for specs in loras for spec in specs if spec.path.endswith("misfit.safetensors")):
+            raise InvalidRequestError(f"loras: LoRA {spec.path}: 3 key(s) target no tensor of this transformer")  # as the real check
         checked.append(loras)
 
     service = fake_service(FakeDenoiser, lora_check=check)
@@ -101,6 +101,7 @@ def test_what_cannot_be_applied_is_a_422_naming_the_field_and_nothing_is_queued(
     assert refused.status_code == 422
     assert runner.page(after=None, limit=10, newest_first=True) == []
     assert re.search(message, refused.json()["error"]["message"]), refused.json()
+    assert str(folder) not in refused.text and str(tmp_path) not in refused.text  # no server path told
 
 
 def test_a_server_without_a_lora_folder_takes_no_loras(tmp_path):

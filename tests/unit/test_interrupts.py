@@ -2,6 +2,8 @@
 exception was swallowed is still honoured, and never once the output is in place."""
 
 import signal
+import subprocess
+import sys
 
 import pytest
 
@@ -69,3 +71,19 @@ def test_a_signal_in_the_standard_library_is_raised_once_the_run_has_left_it():
         with pytest.raises(Interrupted) as stopped:
             time.sleep(2)  # the retry lands here, in this module's frame
     assert stopped.value.exit_status == 130
+
+
+EXITING = """
+import os, signal, sys, time
+from wanjax.entrypoints.interrupts import end_at_once_on_signals, run_to_exit
+end_at_once_on_signals()  # as the `wanjax` program starts
+run_to_exit(lambda: 0)  # the run ended (its output renamed into place)
+os.kill(os.getpid(), signal.SIGTERM)  # as the process exits (JAX's teardown takes seconds)
+time.sleep(5)
+"""
+
+
+def test_a_signal_after_the_run_ended_does_not_claim_no_output_was_left():
+    ended = subprocess.run([sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=60)
+    assert ended.returncode == 128 + signal.SIGTERM
+    assert ended.stderr.strip() == "wanjax: stopped by SIGTERM while exiting; the run had ended, and any output it wrote is complete"

@@ -19,13 +19,21 @@ from wanjax.application.job_requests import (
     request_record,
     validated_request,
 )
+from wanjax.domain.architectures import WAN22_ANIMATE_14B
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
+from wanjax.domain.modes.base import ModelTraits
+from wanjax.domain.specs import VaeSpec
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 
 CONFIG = GenerationConfig.from_mapping(dict(height=32, width=48, num_frames=5, num_inference_steps=4, fps=16))
 
 
 class _Checks:
+    """A service on an Animate model (whose `check_model` the other modes' inputs pass) that checks nothing else."""
+
+    traits = ModelTraits(transformer=WAN22_ANIMATE_14B, vae=VaeSpec(), image_conditioning=ImageConditioning.CHANNELS)
+
     def check(self, requests):
         self.checked = requests
 
@@ -109,6 +117,14 @@ def test_an_image_is_bounded_by_the_videos_size_before_it_is_decoded():
     with pytest.raises(InvalidRequestError, match=r"input_reference .* is 12000x12000: .* at most 36 times"):
         _request({}, {"input_reference": _png_header(12000, 12000)})
     assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).image.shape == (32 * 6, 48 * 6, 3)
+
+
+def test_a_lone_animate_video_on_a_model_without_animate_says_the_model_does_not_take_it(tmp_path):
+    Mp4Sink().write(np.zeros((5, 32, 48, 3), np.uint8), tmp_path / "pose.mp4", fps=16)
+    for name in ("pose_video", "face_video"):
+        with pytest.raises(InvalidRequestError, match="this model has no Animate blocks and does not take them"):
+            validated_request({"prompt": "a dancer"}, {name: (tmp_path / "pose.mp4").read_bytes()}, CONFIG,
+                              fake_service(FakeDenoiser), model="demo")  # fmt: skip
 
 
 def test_a_model_that_takes_no_image_refuses_one_before_reading_it():

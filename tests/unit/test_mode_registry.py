@@ -204,3 +204,15 @@ def test_the_memory_plan_counts_what_the_mode_denoises_and_encodes():
     assert plain.vae_encode_frames == guided.vae_encode_frames == 5  # the control video (mid-grey, unless given)
     assert guided.tokens == plain.tokens * 4 // 2  # 2 latent frames of video, 2 more of references
     assert guided.latent_frames == plain.latent_frames == 2  # the decode: the video's alone
+
+
+def test_every_flags_help_says_each_thing_once():
+    """Modes that share a flag (`--image`: image-to-video's first frame, first-last-frame's too) join
+    their help texts; the same text is said once."""
+    commands = next(a for a in build_parser()._actions if a.choices).choices  # argparse's subcommands
+    helps = {flag: action.help or "" for name in ("generate", "plan") for action in commands[name]._actions
+             for flag in action.option_strings}  # fmt: skip
+    for flag, text in helps.items():
+        parts = text.split("; ")
+        assert len(parts) == len(set(parts)), (flag, text)
+    assert helps["--image"].count("first frame (png/jpg) for image-to-video models") == 1

@@ -85,13 +85,15 @@ class Animate(GenerationMode):
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.is_animate
 
-    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+    def check_model(self, model: ModelTraits) -> None:
         if not model.transformer.is_animate:
             raise InvalidRequestError(
                 "--pose-video, --face-video, --background-video and --mask (with --pose-video) drive a Wan 2.2 "
-                "Animate model; this model has no Animate blocks: use one (e.g. --model wan2.2-animate-14b) or "
-                "drop them"
+                "Animate model; this model has no Animate blocks and does not take them: use one (e.g. --model "
+                "wan2.2-animate-14b) or drop them"
             )
+
+    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
         if request.input("face_video") is None:
             raise InvalidRequestError(
                 "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
