@@ -9,7 +9,9 @@ import argparse
 from collections.abc import Callable
 from typing import NoReturn
 
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.numbers import parse_decimal, parse_whole
+from wanjax.domain.sizes import parse_size
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -47,6 +49,14 @@ def decimal_number(low: float | None = None, high: float | None = None, *, above
         return _in_range(value, None if above else low, high, "a number")
 
     return decimal
+
+
+def memory_size(text: str) -> int:
+    """An argparse `type`: a memory size (`24GiB`, `80GB`, bytes) in bytes (`sizes.parse_size`)."""
+    try:
+        return parse_size(text, what="size")
+    except ConfigError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _in_range(value: float, low: float | None, high: float | None, what: str) -> float:

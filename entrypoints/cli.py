@@ -27,7 +27,7 @@ import numpy as np
 from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 from wanjax.domain.modes.registry import requested_mode
-from wanjax.entrypoints.arguments import OneLineParser, decimal_number, whole_number
+from wanjax.entrypoints.arguments import OneLineParser, decimal_number, memory_size, whole_number
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
@@ -65,9 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     gen.add_argument("--timings", type=Path, metavar="FILE",
                      help="also write the timing summary, each step's seconds, the steps a step cache skipped "
                      "and the memory plan beside the device's peak, as JSON")
-    plan.add_argument("--device-memory", metavar="SIZE",
+    plan.add_argument("--device-memory", metavar="SIZE", type=memory_size,
                       help="plan for an accelerator with SIZE of memory, e.g. 24GiB (default: this machine's device)")
-    plan.add_argument("--host-memory", metavar="SIZE",
+    plan.add_argument("--host-memory", metavar="SIZE", type=memory_size,
                       help="the host memory to plan offloaded weights against, e.g. 128GiB (default: this machine's)")
     commands.add_parser("presets", help="list the presets")
     _add_bench_parser(commands)
@@ -384,15 +384,12 @@ def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None
     """`plan --device-memory/--host-memory`: the sizes to plan for, None without them. A device
     size plans for an accelerator: on a CPU machine the config resolves as on a GPU (bfloat16)."""
     from wanjax.application.memory import DeviceSize
-    from wanjax.domain.sizes import parse_size
 
     if args.device_memory is None and args.host_memory is None:
         return None
-    device = None if args.device_memory is None else parse_size(args.device_memory, what="--device-memory")
-    host = None if args.host_memory is None else parse_size(args.host_memory, what="--host-memory")
-    if device is not None and container.platform() == "cpu":
+    if args.device_memory is not None and container.platform() == "cpu":
         container.platform.override("gpu")
-    return DeviceSize(device, host)
+    return DeviceSize(args.device_memory, args.host_memory)
 
 
 def _bench(args: argparse.Namespace) -> int:

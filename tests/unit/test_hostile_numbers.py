@@ -59,9 +59,9 @@ NUMERIC_FLAGS = [(path, action.option_strings[0]) for path, action in _typed_fla
 
 def test_every_typed_flag_reads_numbers_the_one_checked_way():
     """A new flag with `type=int` or `type=float` would take '١٢' and 5000 digits: none may."""
-    assert len(NUMERIC_FLAGS) > 20
+    assert len(NUMERIC_FLAGS) > 20 and (("plan",), "--device-memory") in NUMERIC_FLAGS
     for path, action in _typed_flags():
-        assert action.type.__qualname__.startswith(("whole_number.", "decimal_number.")), (path, action.option_strings)
+        assert action.type.__qualname__.startswith(("whole_number.", "decimal_number.", "memory_size")), (path, action.option_strings)
 
 
 REQUIRED = {("generate",): ["--prompt", "x"], ("plan",): ["--prompt", "x"]}
@@ -115,6 +115,14 @@ def test_a_loras_scale_and_the_lists_limit_refuse_such_numbers(client):
 
 NUMERIC_KEYS = [key for key, (_, field) in ROUTES.items()
                 if field.metadata.get("item", field.metadata.get("parse", type(field.default))) in (int, float)]  # fmt: skip
+
+
+@pytest.mark.parametrize("size", ["0.5", "0.5B", "9" * 60, "2000000TiB"])
+def test_a_memory_size_below_a_byte_or_past_an_exbibyte_is_refused(size, capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["plan", "--prompt", "x", "--device-memory", size])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "from 1 byte to 1 EiB" in err
 
 
 @pytest.mark.parametrize("key", NUMERIC_KEYS)
