@@ -222,10 +222,10 @@ def _lora(path, *, alpha=None, metadata=None, shape=(64, 64), value=0.01):
 @pytest.mark.parametrize(
     "args, expected",
     [
-        (["--guidance-scale", "inf"], ["guidance_scale=inf", "finite"]),
-        (["--guidance-scale", "nan"], ["guidance_scale=nan", "finite"]),
+        (["--guidance-scale", "inf"], ["argument --guidance-scale: 'inf'", "finite"]),
+        (["--guidance-scale", "nan"], ["argument --guidance-scale: 'nan'", "finite"]),
         (["--guidance-scale", "1e30"], ["guidance_scale=1e+30", "at most 100"]),
-        (["--guidance-scale-low=-inf"], ["guidance_scale_low=-inf", "finite"]),
+        (["--guidance-scale-low=-inf"], ["argument --guidance-scale-low: '-inf'", "finite"]),
         (["--set", "flow_shift=inf"], ["flow_shift='inf'", "finite"]),
         (["--set", "sample_timesteps=1000,nan"], ["sample_timesteps='1000,nan'", "finite"]),
         (["--set", "magcache_thresh=nan"], ["magcache_thresh='nan'", "finite"]),
