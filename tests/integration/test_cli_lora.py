@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from lora_files import write_lora
-from safetensors.numpy import save_file
+from safetensors.numpy import load_file, save_file
 
 from wanjax.adapters.checkpoints.weights import ComponentWeights
 from wanjax.entrypoints.cli import main
@@ -47,3 +47,16 @@ def test_a_lora_that_does_not_fit_is_refused_with_its_keys(tmp_path, capsys):
 def test_low_noise_loras_on_a_single_expert_model_are_refused(tmp_path, capsys, demo_lora):
     assert main(["generate", *SMALL, "--lora-low", str(demo_lora), "--out", str(tmp_path / "x.npy")]) == 2
     assert "this model has one transformer" in capsys.readouterr().err
+
+
+def test_a_lora_with_no_tensors_or_a_nan_is_refused_when_listed_before_loading(tmp_path, capsys, demo_lora):
+    empty, broken = tmp_path / "empty.safetensors", tmp_path / "broken.safetensors"
+    save_file({}, empty)
+    tensors = load_file(demo_lora)
+    first = next(name for name in tensors if name.endswith("lora_up.weight"))
+    save_file({**tensors, first: np.full_like(tensors[first], np.nan)}, broken)
+    for lora, message in ((empty, "the file holds no tensors"), (broken, "hold NaN or infinite values")):
+        assert main(["generate", *SMALL, *FOUR_STEPS, "--lora", str(lora), "--out", str(tmp_path / "x.npy")]) == 2
+        err = capsys.readouterr().err
+        assert message in err and lora.name in err and "denoising" not in err, err  # before any step
+    assert not (tmp_path / "x.npy").exists()
