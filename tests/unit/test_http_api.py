@@ -195,6 +195,8 @@ def test_a_body_over_the_limit_is_413_whether_its_length_is_declared_or_streamed
      (b'{"prompt": "x", "vace": {"video": "a.mp4"}}', "application/json", 422, "vace"),
      (b'{"prompt": "x", "vace": null}', "application/json", 422, "vace"),
      (b'{"prompt": "x", "num_inference_steps": 1000000000000}', "application/json", 422, "num_inference_steps"),
+     (b'{"prompt": "x", "segment_frame_length": 33}', "application/json", 422, "segment_frame_length=33: a setting of the animate mode"),
+     (b'{"prompt": "x", "segment_frame_length": [' + b"1," * 100000 + b'1]}', "application/json", 422, "segment_frame_length=[1, 1,"),
      (b'{"prompt": "x", "negative_prompt": "' + b"blurry " * 5000 + b'"}', "application/json", 422, "negative_prompt"),
      (b'{"prompt": "x"}', "text/plain", 415, "application/json or multipart/form-data")],
 )  # fmt: skip
