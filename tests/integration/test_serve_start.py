@@ -45,3 +45,17 @@ def test_a_damaged_job_store_is_refused_naming_the_file_and_the_remedy(tmp_path,
     assert _serve(tmp_path, "--token", "t") == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"{tmp_path / 'out' / 'jobs.sqlite'}" in err and "move it away" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(("--port", "70000"), "--port: 70000: give a number at least 1 and at most 65535"),
+     (("--port", "-1"), "--port: -1"), (("--max-body-mb", "inf"), "--max-body-mb: 'inf' is not a finite number"),
+     (("--lease-seconds", "inf"), "--lease-seconds: 'inf'"), (("--lease-seconds", "1e12"), "--lease-seconds 1e+12: give 1 to 86400"),
+     (("--queue-size", "²"), "--queue-size: '²' is not a whole number")],
+)  # fmt: skip
+def test_a_flag_out_of_its_range_is_refused_in_one_line_before_the_output_folder_is_made(tmp_path, capsys, args, message):
+    assert main(["serve", "--output-dir", str(tmp_path / "out"), "--token", "t", "--port", str(free_port()), *args]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
