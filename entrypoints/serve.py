@@ -32,7 +32,7 @@ def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve the video API (/v1/videos, as the openai SDK speaks it) and a browser page at /; "
                                    "one process owns the model")
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
-    serve.add_argument("--port", type=whole_number(1, 65535), default=8000)
+    serve.add_argument("--port", type=whole_number(1, 65535), default=8000, help="port to listen on, 1 to 65535 (default: 8000)")
     serve.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="any config key, the defaults of every request; repeatable")  # fmt: skip
