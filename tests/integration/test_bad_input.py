@@ -379,7 +379,7 @@ def test_a_safetensors_header_whose_tensors_share_bytes_is_refused(tmp_path, cap
 
     def second_shares_the_first(header):
         names = sorted((n for n in header if n != "__metadata__"), key=lambda n: header[n]["data_offsets"])
-        first, second = names[0], next(n for n in names if header[n]["shape"] == header[names[0]]["shape"] and n != names[0])
+        first, second = next((a, b) for i, a in enumerate(names) for b in names[i + 1 :] if header[a]["shape"] == header[b]["shape"])
         header[second]["data_offsets"] = header[first]["data_offsets"]
 
     _rewrite_header(weights, second_shares_the_first)
