@@ -48,7 +48,7 @@ class PlanArrays(NamedTuple):
         )
 
     def segment(self, steps: slice) -> PlanArrays:
-        """These steps' values alone (the rule's parameters are not per step)."""
+        """These steps' values alone (the cache feature's parameters are not per step)."""
         cut = lambda tree: jax.tree.map(lambda a: a[steps], tree)  # noqa: E731
         cache = dataclasses.replace(self.cache, steps=cut(self.cache.steps))
         return PlanArrays(cut(self.rows), cut(self.timesteps), cut(self.guidance_scales), cut(self.experts), cache)

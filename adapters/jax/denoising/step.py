@@ -122,7 +122,7 @@ def initial_cache(
     model: WanTransformer, controls: CacheControls, sample: jax.ShapeDtypeStruct, inputs: StepInputs
 ) -> CacheState:
     """The cache state both loops start from for a sample [B, F', H', W', C] (its dtype the
-    scheduler's): sized by the features `controls` use, empty for a dense plan."""
+    scheduler's): the state of the feature `controls` runs, under its name; empty for a dense plan."""
     tokens = math.prod(model.token_grid((*sample.shape[:-1], model.spec.in_channels)))
     shapes = CacheShapes(
         latents=tuple(sample.shape),
