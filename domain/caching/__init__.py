@@ -1,7 +1,7 @@
 """Step-cache policies (docs/caching.md): settings -> a per-step CachePlan the denoiser executes."""
 
-from wanjax.domain.caching.plan import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.caching.plan import CachePlan
 from wanjax.domain.caching.policies import plan_cache
 from wanjax.domain.caching.settings import POLICIES, CacheSettings
 
-__all__ = ["POLICIES", "CachePlan", "CacheSettings", "SenCacheRule", "TeaCacheRule", "plan_cache"]
+__all__ = ["POLICIES", "CachePlan", "CacheSettings", "plan_cache"]

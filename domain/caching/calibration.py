@@ -3,9 +3,12 @@ the preset fragment that hands it to later runs (docs/caching.md, "MagCache").""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 import numpy as np
 
+from wanjax.domain.caching.policy import ChosenByName, RunSchedule
 from wanjax.domain.caching.schedule import expert_segments
 from wanjax.domain.errors import InvalidRequestError
 
@@ -49,3 +52,34 @@ def calibrate_curve(norms: np.ndarray, experts: np.ndarray) -> CalibratedCurve:
     segments = expert_segments(experts)
     split = segments[1][0] if len(segments) == 2 else None
     return CalibratedCurve(mag_ratios=tuple(np.round(ratios.reshape(-1), DECIMALS).tolist()), mag_ratios_split=split)
+
+
+@attrs.frozen(kw_only=True)
+class CalibrationSettings:
+    magcache_calibration: bool = False
+    """Run dense and record the MagCache curve of this model, dtype and step count."""
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class CalibrationPlan:
+    """Run dense and record, per step, the residual magnitudes `calibrate_curve` takes."""
+
+    feature: ClassVar[str] = "magcache_calibration"
+    acts: ClassVar[bool] = True
+
+
+class MagCacheCalibration(ChosenByName):
+    """Not a cache_policy value: `magcache_calibration: true` turns it on (with cache_policy=none)."""
+
+    name = "magcache_calibration"
+    settings = CalibrationSettings
+    chosen_by_name = False
+
+    def is_on(self, policy: str, section: CalibrationSettings) -> bool:
+        return section.magcache_calibration
+
+    def plan(self, section: CalibrationSettings, run: RunSchedule) -> CalibrationPlan:
+        return CalibrationPlan()
+
+
+MAGCACHE_CALIBRATION = MagCacheCalibration()

@@ -3,12 +3,47 @@ low/high-frequency weights of the unconditional estimate (docs/caching.md, "CFG 
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 import numpy as np
 
-from wanjax.domain.caching.plan import CachePlan
+from wanjax.domain.caching.checks import INF, at_least, in_range
+from wanjax.domain.caching.policy import ChosenByName, RunSchedule
 from wanjax.domain.caching.schedule import expert_segments, step_fraction
-from wanjax.domain.caching.settings import CacheSettings
+from wanjax.domain.errors import InvalidRequestError
+
+
+@attrs.frozen(kw_only=True)
+class CfgCacheSettings:
+    """The CFG cache's config keys (docs/caching.md, "CFG cache")."""
+
+    cfg_cache_interval: int = attrs.field(default=5, validator=at_least(2))
+    cfg_cache_start_ratio: float = attrs.field(default=0.3334, validator=in_range(0, 1))
+    cfg_cache_end_ratio: float = attrs.field(default=0.9, validator=in_range(0, 1, low_open=True, high_open=False))
+    cfg_cache_alpha: float = attrs.field(default=0.2, validator=in_range(0, INF))
+
+    def __attrs_post_init__(self) -> None:
+        if self.cfg_cache_start_ratio >= self.cfg_cache_end_ratio:
+            raise InvalidRequestError(
+                f"cfg_cache_start_ratio={self.cfg_cache_start_ratio!r} must be below "
+                f"cfg_cache_end_ratio={self.cfg_cache_end_ratio!r}: the window would be empty"
+            )
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class CfgCachePlan:
+    """cond_only [S] bool: run the conditional pass only and estimate the unconditional one from
+    the cached difference; cfg_weights [S, 2] float32: the (low, high)-frequency weights of that
+    estimate."""
+
+    feature: ClassVar[str] = "cfg_cache"
+    cond_only: np.ndarray
+    cfg_weights: np.ndarray
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.cond_only.any())
 
 
 def cond_only_steps(experts: np.ndarray, *, interval: int, start_ratio: float, end_ratio: float) -> np.ndarray:
@@ -38,12 +73,27 @@ def frequency_weights(experts: np.ndarray, alpha: float) -> np.ndarray:
     return np.stack([np.where(late, 1.0, 1.0 + alpha), np.where(late, 1.0 + alpha, 1.0)], axis=1).astype(np.float32)
 
 
-def plan_cfg_cache(settings: CacheSettings, experts: np.ndarray) -> CachePlan:
-    cond_only = cond_only_steps(
-        experts,
-        interval=settings.cfg_cache_interval,
-        start_ratio=settings.cfg_cache_start_ratio,
-        end_ratio=settings.cfg_cache_end_ratio,
-    )
-    weights = frequency_weights(experts, settings.cfg_cache_alpha)
-    return attrs.evolve(CachePlan.dense(len(experts)), cond_only=cond_only, cfg_weights=weights, policy="cfg_cache")
+class CfgCache(ChosenByName):
+    """The CFG cache policy: needs classifier-free guidance on every step."""
+
+    name = "cfg_cache"
+    settings = CfgCacheSettings
+
+    def plan(self, section: CfgCacheSettings, run: RunSchedule) -> CfgCachePlan:
+        scales = run.guidance_scales
+        if not (run.uses_guidance and (scales > 1.0).all()):
+            raise InvalidRequestError(
+                f"cache_policy=cfg_cache caches the unconditional pass, but guidance is off on some steps "
+                f"(guidance scales {sorted(set(scales.tolist()))}): set every guidance scale above 1 "
+                "or choose another cache_policy"
+            )
+        cond_only = cond_only_steps(
+            run.experts,
+            interval=section.cfg_cache_interval,
+            start_ratio=section.cfg_cache_start_ratio,
+            end_ratio=section.cfg_cache_end_ratio,
+        )
+        return CfgCachePlan(cond_only=cond_only, cfg_weights=frequency_weights(run.experts, section.cfg_cache_alpha))
+
+
+CFG_CACHE = CfgCache()

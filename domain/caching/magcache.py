@@ -3,13 +3,54 @@ from a calibrated magnitude-ratio curve (docs/caching.md, "MagCache")."""
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import attrs
 import numpy as np
 
-from wanjax.domain.caching.plan import CachePlan
+from wanjax.domain.caching.checks import INF, at_least, fail, in_range, optional_numbers, optional_split
+from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.published import PublishedCalibration
 from wanjax.domain.caching.schedule import expert_segments, nearest_interp
-from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import InvalidRequestError
+
+
+@attrs.frozen(kw_only=True)
+class MagCacheSettings:
+    """MagCache's config keys (docs/caching.md); mag_ratios and mag_ratios_split unset: the
+    curve `cache_model` published."""
+
+    magcache_thresh: float = attrs.field(default=0.12, validator=in_range(0, INF))
+    magcache_K: int = attrs.field(default=2, validator=at_least(1))
+    retention_ratio: float = attrs.field(default=0.2, validator=in_range(0, 1))
+    mag_ratios: tuple[float, ...] | None = attrs.field(
+        default=None, validator=optional_numbers(positive=True, even=True), metadata={"parse": tuple, "item": float}
+    )
+    """The calibrated magnitude-ratio curve, cond and uncond interleaved (maxdiffusion: mag_ratios_base)."""
+    mag_ratios_split: int | None = attrs.field(default=None, validator=optional_split, metadata={"parse": int})
+    """Wan 2.2 A14B: the curve's first low-noise step."""
+
+
+def magcache_curve(
+    settings: MagCacheSettings, published: PublishedCalibration | None
+) -> tuple[tuple[float, ...] | None, int | None]:
+    """(mag_ratios, mag_ratios_split) as given, else the published curve and split."""
+    if settings.mag_ratios is not None or published is None or published.mag_ratios is None:
+        return settings.mag_ratios, settings.mag_ratios_split
+    return published.mag_ratios, settings.mag_ratios_split or published.mag_ratios_split
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class MagCachePlan:
+    """reuse_residual [S] bool: skip the transformer blocks and add the residual cached at the
+    last computed step (patch embedding, time embedding and head still run)."""
+
+    feature: ClassVar[str] = "magcache"
+    reuse_residual: np.ndarray
+
+    @property
+    def acts(self) -> bool:
+        return bool(self.reuse_residual.any())
 
 
 def ratios_for_steps(mag_ratios: tuple[float, ...], split: int | None, experts: np.ndarray) -> np.ndarray:
@@ -59,15 +100,33 @@ def magcache_reuse(
     return reuse
 
 
-def plan_magcache(settings: CacheSettings, experts: np.ndarray, *, uses_guidance: bool) -> CachePlan:
-    """The MagCache plan: host-decided residual reuse; the cond curve alone without guidance."""
-    ratios = ratios_for_steps(*settings.magcache_curve, experts)
-    passes = ratios if uses_guidance else ratios[:, :1]
-    reuse = magcache_reuse(
-        passes,
-        experts,
-        threshold=settings.magcache_thresh,
-        max_skips=settings.magcache_K,
-        retention_ratio=settings.retention_ratio,
-    )
-    return attrs.evolve(CachePlan.dense(len(experts)), reuse_residual=reuse, policy="magcache")
+class MagCache(ChosenByName):
+    """The MagCache policy: host-decided residual reuse; the cond curve alone without guidance."""
+
+    name = "magcache"
+    settings = MagCacheSettings
+
+    def check(self, section: MagCacheSettings, published: PublishedCalibration | None, *, on: bool) -> None:
+        ratios, split = magcache_curve(section, published)
+        if split is not None and ratios is not None and split >= len(ratios) // 2:
+            fail("mag_ratios_split", split, f"must be below the curve's {len(ratios) // 2} steps")
+        if on and ratios is None:
+            raise InvalidRequestError(
+                "cache_policy=magcache needs mag_ratios: this model has no published MagCache curve; "
+                "measure one with magcache_calibration=true (cache_policy=none) and set mag_ratios"
+            )
+
+    def plan(self, section: MagCacheSettings, run: RunSchedule) -> MagCachePlan:
+        ratios = ratios_for_steps(*magcache_curve(section, run.published), run.experts)
+        passes = ratios if run.uses_guidance else ratios[:, :1]
+        reuse = magcache_reuse(
+            passes,
+            run.experts,
+            threshold=section.magcache_thresh,
+            max_skips=section.magcache_K,
+            retention_ratio=section.retention_ratio,
+        )
+        return MagCachePlan(reuse_residual=reuse)
+
+
+MAGCACHE = MagCache()

@@ -34,7 +34,7 @@ def _generate(overrides: dict[str, str]):
 
 def test_the_service_runs_the_policy_the_config_names():
     request, result = _generate({"cache_policy": "magcache", "magcache_thresh": "0.3", "magcache_K": "3"})
-    planned = plan_sampling(request).cache.reuse_residual
+    planned = plan_sampling(request).cache.features["magcache"].reuse_residual
     assert planned.any()  # the demo borrows the 1.3B curve: this threshold reuses some steps
     np.testing.assert_array_equal(result.cache_report.blocks_ran, ~planned)
     assert result.cache_report.steps_skipped == planned.sum()

@@ -22,7 +22,12 @@ from denoiser_cases import CASES, LATENTS, Case, assert_close, case_experts, cas
 
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
-from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.caching import CachePlan
+from wanjax.domain.caching.calibration import CalibrationPlan
+from wanjax.domain.caching.cfg_cache import CfgCachePlan
+from wanjax.domain.caching.magcache import MagCachePlan
+from wanjax.domain.caching.sencache import SenCachePlan, SenCacheRule
+from wanjax.domain.caching.teacache import TeaCachePlan, TeaCacheRule
 from wanjax.domain.plan import LOW_NOISE, plan_sampling
 from wanjax.domain.ports import Denoised
 from wanjax.domain.requests import GenerationRequest
@@ -38,28 +43,37 @@ def _steps(*indices: int) -> np.ndarray:
     return flags
 
 
+def _plan(feature_plan) -> CachePlan:
+    return CachePlan.of(STEPS, feature_plan)
+
+
+def _changed(plan: CachePlan, **changes) -> CachePlan:
+    """The plan with its one feature plan's fields changed."""
+    (feature_plan,) = plan.features.values()
+    return _plan(attrs.evolve(feature_plan, **changes))
+
+
 def _policies(experts: np.ndarray) -> dict[str, CachePlan]:
     """One plan per policy, its forced steps at the start, the end and each expert's first step."""
-    dense = CachePlan.dense(STEPS)
     first_of_expert = np.flatnonzero(np.diff(experts, prepend=-1))
     forced = _steps(0, STEPS - 1, *first_of_expert)
+    weights = np.tile(np.float32([1.2, 1.0]), (STEPS, 1))
     return {
-        "magcache": attrs.evolve(dense, reuse_residual=_steps(2, 3, 5, 6) & ~forced),
-        "cfg_cache": attrs.evolve(
-            dense, cond_only=_steps(2, 3, 5, 6) & ~forced, cfg_weights=np.tile([1.2, 1.0], (STEPS, 1))
+        "magcache": _plan(MagCachePlan(reuse_residual=_steps(2, 3, 5, 6) & ~forced)),
+        "cfg_cache": _plan(CfgCachePlan(cond_only=_steps(2, 3, 5, 6) & ~forced, cfg_weights=weights)),
+        "teacache": _plan(
+            TeaCachePlan(rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=forced)
         ),
-        "teacache": attrs.evolve(
-            dense, rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=forced
+        "teacache-e": _plan(
+            TeaCachePlan(
+                rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0), input_is_modulation=False),
+                force_compute=forced,
+            )
         ),
-        "teacache-e": attrs.evolve(
-            dense,
-            rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0), input_is_modulation=False),
-            force_compute=forced,
+        "sencache": _plan(
+            SenCachePlan(rule=SenCacheRule(threshold=2.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=forced)
         ),
-        "sencache": attrs.evolve(
-            dense, rule=SenCacheRule(threshold=2.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=forced
-        ),
-        "calibration": attrs.evolve(dense, calibrate=True),
+        "calibration": _plan(CalibrationPlan()),
     }
 
 
@@ -104,14 +118,14 @@ def test_a_rule_that_never_fires_is_bitwise_the_dense_run(name, scan):
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
     dense = np.asarray(_run(denoiser, case, CachePlan.dense(STEPS)).latents)
     never = np.zeros(STEPS, bool)
-    for rule in (
-        TeaCacheRule(threshold=0.0, coefficients=(1.0, 0.0)),
-        SenCacheRule(threshold=0.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2),
+    for feature_plan in (
+        TeaCachePlan(rule=TeaCacheRule(threshold=0.0, coefficients=(1.0, 0.0)), force_compute=never),
+        SenCachePlan(rule=SenCacheRule(threshold=0.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=never),
     ):
-        cached = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), rule=rule, force_compute=never))
+        cached = _run(denoiser, case, _plan(feature_plan))
         assert cached.cache_report.steps_skipped == 0
         np.testing.assert_array_equal(np.asarray(cached.latents), dense)
-    calibrated = _run(denoiser, case, attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
+    calibrated = _run(denoiser, case, _plan(CalibrationPlan()))
     np.testing.assert_array_equal(np.asarray(calibrated.latents), dense)  # calibration measures a dense run
 
 
@@ -123,15 +137,14 @@ def test_a_cache_of_the_other_expert_is_never_used(scan):
     boundary = int(np.argmax(experts == LOW_NOISE))
     assert 0 < boundary < STEPS - 1
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
-    dense = CachePlan.dense(STEPS)
     around = _steps(boundary, boundary + 1)
-    report = _run(denoiser, case, attrs.evolve(dense, reuse_residual=around)).cache_report
+    report = _run(denoiser, case, _plan(MagCachePlan(reuse_residual=around))).cache_report
     np.testing.assert_array_equal(report.blocks_ran[boundary : boundary + 2], [True, False])
     cfg_weights = np.ones((STEPS, 2), np.float32)
-    report = _run(denoiser, case, attrs.evolve(dense, cond_only=around, cfg_weights=cfg_weights)).cache_report
+    report = _run(denoiser, case, _plan(CfgCachePlan(cond_only=around, cfg_weights=cfg_weights))).cache_report
     np.testing.assert_array_equal(report.unconditional_ran[boundary : boundary + 2], [True, False])
     rule = SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=STEPS)
-    report = _run(denoiser, case, attrs.evolve(dense, rule=rule, force_compute=_steps(0))).cache_report
+    report = _run(denoiser, case, _plan(SenCachePlan(rule=rule, force_compute=_steps(0)))).cache_report
     expected = experts == experts[np.arange(STEPS) - 1]  # reuse except where the expert changes
     expected[0] = False
     np.testing.assert_array_equal(report.transformer_ran, ~expected)
@@ -143,10 +156,10 @@ def test_changing_plan_values_compiles_nothing(scan, compile_counter):
     denoiser = JaxDenoiser(case_experts(case), DenoiserOptions(scan_diffusion_loop=scan))
     experts = case_plan(case.experts, STEPS).experts
     variants = {
-        "magcache": lambda p: attrs.evolve(p, reuse_residual=_steps(3, 4)),
-        "cfg_cache": lambda p: attrs.evolve(p, cond_only=_steps(6), cfg_weights=np.full((STEPS, 2), 0.5, np.float32)),
-        "teacache": lambda p: attrs.evolve(p, rule=attrs.evolve(p.rule, threshold=0.5, coefficients=(3.0, 1.0))),
-        "sencache": lambda p: attrs.evolve(p, rule=attrs.evolve(p.rule, threshold=0.1, max_reuse=1)),
+        "magcache": lambda p: _changed(p, reuse_residual=_steps(3, 4)),
+        "cfg_cache": lambda p: _changed(p, cond_only=_steps(6), cfg_weights=np.full((STEPS, 2), 0.5, np.float32)),
+        "teacache": lambda p: _changed(p, rule=TeaCacheRule(threshold=0.5, coefficients=(3.0, 1.0))),
+        "sencache": lambda p: _changed(p, rule=attrs.evolve(p.features["sencache"].rule, threshold=0.1, max_reuse=1)),
     }
     for policy, change in variants.items():
         plan = _policies(experts)[policy]
@@ -165,7 +178,7 @@ def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
     request = GenerationRequest(prompt="p", height=32, width=48, num_frames=9, num_inference_steps=2,
                                 guidance_scale=5.0, flow_shift=3.0)  # fmt: skip
     plan = plan_sampling(request)
-    plan = attrs.evolve(plan, cache=attrs.evolve(CachePlan.dense(2), reuse_residual=np.array([False, True])))
+    plan = attrs.evolve(plan, cache=CachePlan.of(2, MagCachePlan(reuse_residual=np.array([False, True]))))
     denoiser = JaxDenoiser([model])
     run = denoiser.denoise(latents, plan, context, negative)
 
@@ -190,7 +203,7 @@ def test_calibration_records_the_norms_of_the_block_residual():
     (model,) = case_experts(case)
     latents, context, negative = case_inputs()
     denoiser = JaxDenoiser([model])
-    plan = attrs.evolve(case_plan(case.experts, STEPS), cache=attrs.evolve(CachePlan.dense(STEPS), calibrate=True))
+    plan = attrs.evolve(case_plan(case.experts, STEPS), cache=_plan(CalibrationPlan()))
     norms = denoiser.denoise(latents, plan, context, negative).cache_report.residual_norms  # [S, P, T]
 
     x = jnp.concatenate([jnp.asarray(latents)] * 2)  # step 0 sees the initial latents

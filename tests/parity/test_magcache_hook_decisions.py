@@ -74,4 +74,4 @@ def test_plan_reuses_where_the_diffusers_hook_skips(model, steps, thresh, k, ret
         )).cache,
     )
     plan = plan_sampling(request)
-    np.testing.assert_array_equal(plan.cache.reuse_residual, hook[:, 0])
+    np.testing.assert_array_equal(plan.cache.features["magcache"].reuse_residual, hook[:, 0])

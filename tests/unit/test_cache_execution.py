@@ -18,27 +18,21 @@ import pytest
 from flax import nnx
 
 from wanjax.adapters.jax.attention.xla import XlaAttention
-from wanjax.adapters.jax.caching.rules import (
-    estimate_unconditional,
-    low_frequency_mask,
-    residual_norms,
-    sencache_decision,
-    teacache_decision,
-)
-from wanjax.adapters.jax.caching.state import (
-    NO_CACHE,
-    CacheControls,
-    SenCacheState,
-    SenCacheValues,
-    TeaCacheState,
-    TeaCacheValues,
-)
+from wanjax.adapters.jax.denoising.caching.calibration import residual_norms
+from wanjax.adapters.jax.denoising.caching.cfg_cache import estimate_unconditional, low_frequency_mask
+from wanjax.adapters.jax.denoising.caching.sencache import SenCacheState, SenCacheValues, sencache_decision
+from wanjax.adapters.jax.denoising.caching.state import NO_CACHE, CacheControls
+from wanjax.adapters.jax.denoising.caching.teacache import TeaCacheState, TeaCacheValues, teacache_decision
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.caching import CachePlan
+from wanjax.domain.caching.cfg_cache import CfgCachePlan
+from wanjax.domain.caching.magcache import MagCachePlan
 from wanjax.domain.caching.report import CacheRunReport
+from wanjax.domain.caching.sencache import SenCachePlan, SenCacheRule
+from wanjax.domain.caching.teacache import TeaCachePlan, TeaCacheRule
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.plan import plan_sampling
 from wanjax.domain.requests import GenerationRequest
@@ -82,7 +76,7 @@ def test_teacache_decision_follows_the_documented_accumulator(rng):
     # every acc_p < threshold, else compute and reset. Tolerance: fp32 sums of 2*1*6*4 values.
     rule = TeaCacheValues(jnp.float32(0.5), jnp.asarray([2.0, 0.1], jnp.float32), input_is_modulation=True)
     previous = rng.standard_normal((2, 1, 6, 4), dtype=np.float32)
-    state = TeaCacheState(jnp.asarray(previous), jnp.asarray([0.1, 0.3], jnp.float32))
+    state = TeaCacheState(jnp.asarray(previous), jnp.asarray([0.1, 0.3], jnp.float32), residual=None)
     for scale, expect_reuse in ((1.01, True), (1.5, False)):
         measured = previous * scale
         reuse, after = teacache_decision(state, rule, jnp.asarray(measured), jnp.bool_(True))
@@ -94,7 +88,7 @@ def test_teacache_decision_follows_the_documented_accumulator(rng):
     reuse, after = teacache_decision(state, rule, jnp.asarray(previous * 1.01), jnp.bool_(False))
     assert not reuse and not np.asarray(after.accumulated).any()  # a forced step computes and resets
     dipping = TeaCacheValues(jnp.float32(0.0), jnp.asarray([1.0, -0.5], jnp.float32), input_is_modulation=True)
-    zero = TeaCacheState(jnp.asarray(previous), jnp.zeros(2, jnp.float32))
+    zero = TeaCacheState(jnp.asarray(previous), jnp.zeros(2, jnp.float32), residual=None)
     reuse, after = teacache_decision(zero, dipping, jnp.asarray(previous * 1.01), jnp.bool_(True))
     assert not reuse  # rel - 0.5 < 0 is clamped to 0: threshold 0 never reuses
 
@@ -125,17 +119,20 @@ def test_residual_norms_average_the_rows_of_each_pass(rng):
     np.testing.assert_allclose(residual_norms(jnp.asarray(residual), 2), norms, rtol=1e-6)
 
 
-def test_controls_carry_only_the_features_the_plan_uses():
-    dense = CachePlan.dense(4)
-    assert CacheControls.of(dense) is NO_CACHE
-    magcache = CacheControls.of(attrs.evolve(dense, reuse_residual=np.array([0, 1, 0, 1], bool)))
-    assert magcache.tracks_residual and magcache.steps.cond_only is None and magcache.rule is None
-    tea = CacheControls.of(attrs.evolve(dense, rule=TeaCacheRule(threshold=0.2, coefficients=(1.0, 0.0))))
-    assert tea.tracks_residual and tea.steps.reuse_residual is None and tea.steps.force_compute.shape == (4,)
-    both = attrs.evolve(dense, cond_only=np.array([0, 1, 1, 0], bool), rule=SenCacheRule(
-        threshold=0.1, alpha_x=1.0, alpha_t=1.0, max_reuse=2))  # fmt: skip
-    with pytest.raises(ConfigError, match="combines conditional-only steps .* and a device rule .*choose one"):
-        CacheControls.of(both)
+def test_controls_carry_the_one_feature_the_plan_uses():
+    assert CacheControls.of(CachePlan.dense(4)) is NO_CACHE
+    magcache = CacheControls.of(CachePlan.of(4, MagCachePlan(reuse_residual=np.array([0, 1, 0, 1], bool))))
+    assert magcache.feature == "magcache" and magcache.steps.tolist() == [False, True, False, True]
+    assert magcache.params is None
+    forced = np.array([1, 0, 0, 0], bool)
+    tea = CacheControls.of(CachePlan.of(4, TeaCachePlan(rule=TeaCacheRule(threshold=0.2, coefficients=(1.0, 0.0)),
+                                                        force_compute=forced)))  # fmt: skip
+    assert tea.feature == "teacache" and tea.steps.shape == (4,) and tea.params.input_is_modulation
+    assert tea.at(0).steps.shape == () and tea.at(0).params is tea.params  # parameters are not per step
+    cfg = CfgCachePlan(cond_only=np.array([0, 1, 1, 0], bool), cfg_weights=np.ones((4, 2), np.float32))
+    sen = SenCachePlan(rule=SenCacheRule(threshold=0.1, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=forced)
+    with pytest.raises(ConfigError, match="combines cfg_cache and sencache.*choose one"):
+        CacheControls.of(CachePlan.of(4, cfg, sen))
 
 
 # --- what runs, counted at run time ---------------------------------------------------------
@@ -179,11 +176,16 @@ def _steps(*indices: int) -> np.ndarray:
 DENSE = CachePlan.dense(STEPS)
 FORCED = _steps(0, STEPS - 1)
 POLICIES = {
-    "magcache": attrs.evolve(DENSE, reuse_residual=_steps(2, 3, 5)),
-    "cfg_cache": attrs.evolve(DENSE, cond_only=_steps(2, 3, 5, 6), cfg_weights=np.tile([1.2, 1.0], (STEPS, 1))),
-    "teacache": attrs.evolve(DENSE, rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=FORCED),
-    "sencache": attrs.evolve(
-        DENSE, rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=FORCED
+    "magcache": CachePlan.of(STEPS, MagCachePlan(reuse_residual=_steps(2, 3, 5))),
+    "cfg_cache": CachePlan.of(
+        STEPS, CfgCachePlan(cond_only=_steps(2, 3, 5, 6), cfg_weights=np.tile(np.float32([1.2, 1.0]), (STEPS, 1)))
+    ),
+    "teacache": CachePlan.of(
+        STEPS, TeaCachePlan(rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=FORCED)
+    ),
+    "sencache": CachePlan.of(
+        STEPS,
+        SenCachePlan(rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=FORCED),
     ),
 }
 EXPECTED_BLOCK_STEPS = {  # (blocks ran on both passes, on the conditional pass alone)

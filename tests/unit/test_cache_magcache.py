@@ -20,7 +20,7 @@ FLAT = (1.0,) * 20  # 10 steps, cond and uncond: no error ever accumulates
 def _reused(settings: CacheSettings, experts, *, uses_guidance: bool = True) -> list[int]:
     experts = np.asarray(experts, dtype=np.int32)
     plan = plan_cache(settings, experts, np.full(len(experts), 5.0), uses_guidance=uses_guidance)
-    return np.flatnonzero(plan.reuse_residual).tolist()
+    return np.flatnonzero(plan.features["magcache"].reuse_residual).tolist()
 
 
 def test_k_limits_reuses_in_a_row_after_the_retention_zone():
@@ -70,7 +70,7 @@ def test_wan22_t2v_preset_plan_respects_zones_boundary_and_k():
     ))
     request = config.request("a cat", num_inference_steps=40, flow_shift=12.0, guidance_scale_low=3.0)
     plan = plan_sampling(request, num_experts=2, model_boundary_ratio=0.875)
-    reuse, boundary = plan.cache.reuse_residual, int(np.argmax(plan.experts == LOW_NOISE))
+    reuse, boundary = plan.cache.features["magcache"].reuse_residual, int(np.argmax(plan.experts == LOW_NOISE))
     assert boundary == 26  # where the published curve jumps
     assert not reuse[:5].any() and not reuse[boundary : boundary + 3].any()  # int(0.2 n + 0.5) per expert
     runs = np.diff(np.flatnonzero(np.diff(np.r_[0, reuse.astype(int), 0])))[::2]
@@ -81,6 +81,6 @@ def test_wan22_t2v_preset_plan_respects_zones_boundary_and_k():
 def test_wan21_published_curve_reuses_between_retention_and_the_end():
     config = GenerationConfig.from_mapping(dict(cache_model="wan2.1-t2v-1.3b", cache_policy="magcache", height=64, width=64, num_frames=5))
     plan = plan_sampling(config.request("a cat", num_inference_steps=50))
-    reuse = plan.cache.reuse_residual
+    reuse = plan.cache.features["magcache"].reuse_residual
     assert not reuse[:10].any() and reuse.sum() > 15
-    assert plan.cache.policy == "magcache" and plan.cache.rule is None and not plan.cache.cond_only.any()
+    assert plan.cache.policy == "magcache" and list(plan.cache.features) == ["magcache"]

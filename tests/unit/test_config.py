@@ -3,6 +3,7 @@
 import pytest
 
 from wanjax.application.presets import load_preset, preset_names, resolve_config
+from wanjax.domain.caching.magcache import magcache_curve
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 
@@ -117,4 +118,4 @@ def test_every_cache_preset_turns_each_policy_on_with_one_key(policy):
         settings = config.with_overrides({"cache_policy": policy}).cache
         assert settings.policy == policy and config.cache.policy == "none"
         if policy == "magcache":
-            assert settings.magcache_curve[0] is not None  # the preset's published curve
+            assert magcache_curve(settings.section("magcache"), settings.published)[0] is not None  # published

@@ -31,7 +31,7 @@ from denoiser_cases import (
     case_plan,
 )
 
-from wanjax.adapters.jax.caching.state import CacheControls
+from wanjax.adapters.jax.denoising.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays

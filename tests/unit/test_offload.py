@@ -18,7 +18,8 @@ from jax.sharding import SingleDeviceSharding
 
 from denoiser_cases import CASES, case_experts, case_inputs, case_plan
 
-from wanjax.adapters.jax.caching.state import NO_CACHE, CacheState
+from wanjax.adapters.jax.denoising.caching.feature import CacheState
+from wanjax.adapters.jax.denoising.caching.state import NO_CACHE
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.denoising.step import Step, StepModel, StepValues, denoise_step
@@ -26,7 +27,11 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.offload import HOST_MEMORY
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.architectures import WAN21_T2V_1_3B
-from wanjax.domain.caching import CachePlan, SenCacheRule, TeaCacheRule
+from wanjax.domain.caching import CachePlan
+from wanjax.domain.caching.cfg_cache import CfgCachePlan
+from wanjax.domain.caching.magcache import MagCachePlan
+from wanjax.domain.caching.sencache import SenCachePlan, SenCacheRule
+from wanjax.domain.caching.teacache import TeaCachePlan, TeaCacheRule
 from wanjax.domain.conditioning import Conditioning
 
 STEPS = 4
@@ -119,13 +124,17 @@ def _flags(*steps: int) -> np.ndarray:
     return np.isin(np.arange(STEPS), steps)
 
 
-DENSE = CachePlan.dense(STEPS)
 CACHE_PLANS = {  # each policy's device path, on fixed schedules (the decisions are tested elsewhere)
-    "magcache": attrs.evolve(DENSE, reuse_residual=_flags(2)),
-    "cfg_cache": attrs.evolve(DENSE, cond_only=_flags(2), cfg_weights=np.tile(np.float32([1.2, 1.0]), (STEPS, 1))),
-    "teacache": attrs.evolve(DENSE, rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=_flags(0)),
-    "sencache": attrs.evolve(
-        DENSE, rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=1), force_compute=_flags(0)
+    "magcache": CachePlan.of(STEPS, MagCachePlan(reuse_residual=_flags(2))),
+    "cfg_cache": CachePlan.of(
+        STEPS, CfgCachePlan(cond_only=_flags(2), cfg_weights=np.tile(np.float32([1.2, 1.0]), (STEPS, 1)))
+    ),
+    "teacache": CachePlan.of(
+        STEPS, TeaCachePlan(rule=TeaCacheRule(threshold=2.0, coefficients=(1.0, 0.0)), force_compute=_flags(0))
+    ),
+    "sencache": CachePlan.of(
+        STEPS,
+        SenCachePlan(rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=1), force_compute=_flags(0)),
     ),
 }
 

@@ -15,8 +15,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from wanjax.adapters.jax.caching.report import run_report, stacked
-from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.feature import CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.report import run_report, stacked
+from wanjax.adapters.jax.denoising.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.program import DenoiserOptions, DenoisingProgram
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
 from wanjax.adapters.jax.denoising.step import StepInputs, with_first_frame

@@ -22,7 +22,8 @@ import numpy as np
 from flax import nnx
 from jax.typing import DTypeLike
 
-from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.feature import CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.guider import Guider
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays, scan_denoise
 from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step, initial_cache

@@ -20,7 +20,8 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.caching.state import CacheControls, CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.feature import CacheState, StepReport
+from wanjax.adapters.jax.denoising.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.step import Step, StepInputs, StepModel, StepValues, denoise_step
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState, StepCoefficients
@@ -47,7 +48,7 @@ class PlanArrays(NamedTuple):
         )
 
     def segment(self, steps: slice) -> PlanArrays:
-        """These steps' values alone (the rule's parameters are not per step)."""
+        """These steps' values alone (the cache feature's parameters are not per step)."""
         cut = lambda tree: jax.tree.map(lambda a: a[steps], tree)  # noqa: E731
         cache = dataclasses.replace(self.cache, steps=cut(self.cache.steps))
         return PlanArrays(cut(self.rows), cut(self.timesteps), cut(self.guidance_scales), cut(self.experts), cache)

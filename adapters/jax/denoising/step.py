@@ -10,15 +10,18 @@ before the loop). What is fixed when it compiles (the graph, whether block weigh
 host memory) is a `StepModel`. So one executable serves every step, expert, prompt, seed,
 guidance value and cache schedule.
 
-Cache policies (docs/caching.md, "Device semantics") skip work with `lax.cond`, so a skipped
-transformer pass or block stack is not executed: MagCache and TeaCache skip the blocks and add
-their cached residual (patch embedding, time embedding and head still run); the CFG cache runs
-the conditional rows only; SenCache reuses the last guided prediction. The state they need is
-carried in a `CacheState` whose structure follows the features the plan uses (none: nothing).
+A step cache (docs/caching.md, "Device semantics") is the plan's device feature
+(adapters/jax/denoising/caching/feature.py), called at three places: around the guided prediction (SenCache
+reuses the last one), around the guidance rows' passes (the CFG cache runs the conditional rows
+only) and around the transformer blocks (MagCache and TeaCache add a cached residual; patch
+embedding, time embedding and head still run). Features skip work with `lax.cond`, so a skipped
+pass or block stack is not executed; their state is carried in a `CacheState` keyed by feature
+(a dense plan: nothing).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -27,25 +30,11 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from wanjax.adapters.jax.caching.rules import (
-    estimate_unconditional,
-    residual_norms,
-    sencache_decision,
-    teacache_decision,
-)
-from wanjax.adapters.jax.caching.state import (
-    CacheControls,
-    CacheShapes,
-    CacheState,
-    GuidanceCache,
-    ResidualCache,
-    SenCacheState,
-    StepReport,
-    initial_cache_state,
-)
+from wanjax.adapters.jax.denoising.caching.feature import CacheShapes, CacheState, Result, StepReport
+from wanjax.adapters.jax.denoising.caching.state import CacheControls, initial_cache_state
 from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
-from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
+from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
@@ -117,10 +106,15 @@ def denoise_step(
     step's values); the solver runs in the state's dtype (scheduler_dtype). With `NO_CACHE`
     and an empty `cache` this is the plain step: nothing carried, nothing reported."""
     x = state.sample
-    if cache.sen is None:
-        velocity, cache, report = _guided_velocity(model, step, x, cache)
-    else:
-        velocity, cache, report = _with_sencache(model, step, x, cache)
+    feature = step.controls.device_feature
+
+    def predict(step: Step, cache: CacheState) -> Result:
+        return feature.around_guidance(step, x, Guider.of_text(step.text, x.shape[0]), cache, passes)
+
+    def passes(step: Step, guider: Guider, cache: CacheState) -> Result:
+        return _transformer_pass(model, step, guider, cache, x)
+
+    velocity, cache, report = feature.around_prediction(step, x, cache, predict)
     return solver_step(state, velocity.astype(x.dtype), step.values.row.astype(x.dtype)), cache, report
 
 
@@ -128,7 +122,7 @@ def initial_cache(
     model: WanTransformer, controls: CacheControls, sample: jax.ShapeDtypeStruct, inputs: StepInputs
 ) -> CacheState:
     """The cache state both loops start from for a sample [B, F', H', W', C] (its dtype the
-    scheduler's): sized by the features `controls` use, empty for a dense plan."""
+    scheduler's): the state of the feature `controls` runs, under its name; empty for a dense plan."""
     tokens = math.prod(model.token_grid((*sample.shape[:-1], model.spec.in_channels)))
     shapes = CacheShapes(
         latents=tuple(sample.shape),
@@ -142,64 +136,12 @@ def initial_cache(
     return initial_cache_state(controls, shapes)
 
 
-def _with_sencache(
-    model: StepModel, step: Step, x: jax.Array, cache: CacheState
-) -> tuple[jax.Array, CacheState, StepReport]:
-    """SenCache around the guided prediction: the last one reused (no transformer at all)
-    while the drift since it was computed stays under the threshold."""
-    sen, values, controls = cache.sen, step.values, step.controls
-    may_reuse = ~controls.steps.force_compute & (sen.expert == values.expert)
-    reuse, after_reuse = sencache_decision(sen, controls.rule, x, values.timestep, may_reuse)
-
-    def reused(step: Step, cache: CacheState) -> tuple[jax.Array, CacheState]:
-        return sen.velocity, cache._replace(sen=after_reuse)
-
-    def computed(step: Step, cache: CacheState) -> tuple[jax.Array, CacheState]:
-        velocity, cache, _ = _guided_velocity(model, step, x, cache)
-        velocity = velocity.astype(sen.velocity.dtype)
-        zero = jnp.float32(0.0)
-        reference = SenCacheState(velocity, x, values.timestep / 1000.0, zero, zero, jnp.int32(0), values.expert)
-        return velocity, cache._replace(sen=reference)
-
-    velocity, cache = jax.lax.cond(reuse, reused, computed, step, cache)
-    return velocity, cache, StepReport(transformer=~reuse)
-
-
-def _guided_velocity(
-    model: StepModel, step: Step, x: jax.Array, cache: CacheState
-) -> tuple[jax.Array, CacheState, StepReport]:
-    """The guided velocity [B, F', H', W', C] float32 at x; with the CFG cache, on its steps,
-    from the conditional rows alone."""
-    values, batch = step.values, x.shape[0]
-    guider = Guider.of_text(step.text, batch)
-    if cache.guidance is None:
-        velocity, cache, report = _transformer_pass(model, step, guider, cache, x)
-        return guider.combine(velocity, values.guidance_scale), cache, report
-
-    def both_passes(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        velocity, cache, _ = _transformer_pass(model, step, guider, cache, x)
-        conditional, unconditional = guider.split(velocity)
-        difference = GuidanceCache(unconditional - conditional, values.expert)  # [B, F', H', W', C] float32
-        return conditional, unconditional, cache._replace(guidance=difference)
-
-    def conditional_pass(step: Step, cache: CacheState) -> tuple[jax.Array, jax.Array, CacheState]:
-        step = step._replace(text=guider.conditional_text(step.text, batch))
-        conditional, cache, _ = _transformer_pass(model, step, guider.conditional, cache, x)
-        weights = step.controls.steps.cfg_weights
-        return conditional, estimate_unconditional(conditional, cache.guidance.difference, weights), cache
-
-    cond_only = step.controls.steps.cond_only & (cache.guidance.expert == values.expert)
-    conditional, unconditional, cache = jax.lax.cond(cond_only, conditional_pass, both_passes, step, cache)
-    return guider.guided(conditional, unconditional, values.guidance_scale), cache, StepReport(unconditional=~cond_only)
-
-
 def _transformer_pass(
     model: StepModel, step: Step, guider: Guider, cache: CacheState, x: jax.Array
 ) -> tuple[jax.Array, CacheState, StepReport]:
     """The transformer on the guider's rows of x [B, F', H', W', C] and of the step's
-    conditioning (as each input declares) -> velocity [rows, F', H', W', C_out] float32. With a
-    residual cache, its blocks are skipped (their cached residual added) on the steps the plan
-    or TeaCache reuse."""
+    conditioning (as each input declares) -> velocity [rows, F', H', W', C_out] float32; the
+    plan's feature acts around its blocks."""
     transformer, controls = model.merged(step.params), step.controls
     rows = guider.rows(step.conditioning)
     x_rows = _model_input(transformer, guider.latent_rows(x), rows)
@@ -215,24 +157,9 @@ def _transformer_pass(
         vace=None if rows.control is None else (rows.control, rows.control_scale, x_rows.shape),
         face=None if animate is None else animate.face,
     )
-    if not controls.tracks_residual:
-        out = _blocks(model, step, tokens, time.temb6, inputs)
-        norms = residual_norms(out - tokens, guider.copies) if controls.calibrate else None
-        return transformer.head(out, time, grid), cache, StepReport(residual_norms=norms)
-
-    reuse, cache = _reuses_residual(cache, controls, time, step.values.expert)
-    residual = cache.residual.residual
-
-    def reused(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
-        return tokens + residual, residual
-
-    def computed(step: Step, tokens: jax.Array, temb6: jax.Array) -> tuple[jax.Array, jax.Array]:
-        out = _blocks(model, step, tokens, temb6, inputs)
-        return out, out - tokens
-
-    out, residual = jax.lax.cond(reuse, reused, computed, step, tokens, time.temb6)
-    cache = cache._replace(residual=ResidualCache(residual, step.values.expert))
-    return transformer.head(out, time, grid), cache, StepReport(blocks=~reuse)
+    blocks = functools.partial(_blocks, model, inputs=inputs)
+    out, cache, report = controls.device_feature.around_blocks(step, tokens, time, cache, blocks, guider.copies)
+    return transformer.head(out, time, grid), cache, report
 
 
 def _model_input(transformer: WanTransformer, latent_rows: jax.Array, rows: Conditioning) -> jax.Array:
@@ -242,21 +169,6 @@ def _model_input(transformer: WanTransformer, latent_rows: jax.Array, rows: Cond
     if rows.extra_channels is None:
         return x
     return jnp.concatenate([x, rows.extra_channels.astype(transformer.dtype)], axis=-1)
-
-
-def _reuses_residual(
-    cache: CacheState, controls: CacheControls, time: TimeEmbedding, expert: jax.Array
-) -> tuple[jax.Array, CacheState]:
-    """Whether the blocks are skipped: as the plan says (MagCache), or by TeaCache's measure;
-    never with a residual another expert (or no step yet) computed."""
-    same_expert = cache.residual.expert == expert
-    if cache.tea is None:
-        return controls.steps.reuse_residual & same_expert, cache
-    rule = controls.rule
-    measured = (time.temb6 if rule.input_is_modulation else time.temb).astype(jnp.float32)
-    may_reuse = ~controls.steps.force_compute & same_expert
-    reuse, tea = teacache_decision(cache.tea, rule, measured, may_reuse)
-    return reuse, cache._replace(tea=tea)
 
 
 class _BlockInputs(NamedTuple):
@@ -270,7 +182,9 @@ class _BlockInputs(NamedTuple):
     face: jax.Array | None
 
 
-def _blocks(model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, inputs: _BlockInputs) -> jax.Array:
+def _blocks(
+    model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, *, inputs: _BlockInputs
+) -> jax.Array:
     """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, an Animate
     model's face adapters after theirs); the cross-attention K/V from the cache, or computed
     here from the text embeddings (and image tokens)."""

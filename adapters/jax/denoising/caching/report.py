@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax
 import numpy as np
 
-from wanjax.adapters.jax.caching.state import StepReport
+from wanjax.adapters.jax.denoising.caching.feature import StepReport
 from wanjax.domain.caching.report import CacheRunReport
 
 

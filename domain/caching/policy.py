@@ -1,0 +1,74 @@
+"""What a step-cache policy is to the domain (docs/caching.md, "How to add a policy"): a name, a
+settings section (an attrs class whose fields are its flat config keys), the checks that need
+the published calibration, and a planner that turns the section and the run's schedule into
+its own feature plan (the part of a `CachePlan` keyed by its name)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Protocol
+
+import attrs
+import numpy as np
+
+from wanjax.domain.caching.published import PublishedCalibration
+
+
+@attrs.frozen(kw_only=True, eq=False)
+class RunSchedule:
+    """What a planner knows of the run: step i uses expert `experts[i]` [S] and guidance
+    `guidance_scales[i]` [S]; `uses_guidance`: the unconditional pass runs at all; `published`:
+    the calibration `cache_model` names (None: none)."""
+
+    experts: np.ndarray
+    guidance_scales: np.ndarray
+    uses_guidance: bool
+    published: PublishedCalibration | None = None
+
+    @property
+    def num_steps(self) -> int:
+        return len(self.experts)
+
+
+class FeaturePlan(Protocol):
+    """A policy's per-step decisions (numpy arrays and rule parameters), for its device feature;
+    `acts` False: it would change nothing (then the denoiser runs its plain step)."""
+
+    feature: ClassVar[str]
+
+    @property
+    def acts(self) -> bool: ...
+
+
+class CachePolicy(Protocol):
+    """One step cache. `name` is its `cache_policy` value and the key of its feature plan;
+    `chosen_by_name` False: a switch of its own section turns it on (MagCache calibration)."""
+
+    name: str
+    settings: type
+    chosen_by_name: bool
+
+    def is_on(self, policy: str, section: Any) -> bool:
+        """Whether the request asks for it (`policy`: the request's cache_policy)."""
+        ...
+
+    def check(self, section: Any, published: PublishedCalibration | None, *, on: bool) -> None:
+        """Refuses what only the published calibration (or being on) reveals, before any model loads."""
+        ...
+
+    def plan(self, section: Any, run: RunSchedule) -> FeaturePlan:
+        """Its decisions for the run."""
+        ...
+
+
+class ChosenByName:
+    """The common case, a base class: on when cache_policy names it; no check beyond its section's own."""
+
+    name: ClassVar[str]
+    settings: ClassVar[type]
+    chosen_by_name: ClassVar[bool] = True
+
+    def is_on(self, policy: str, section: Any) -> bool:
+        return policy == self.name
+
+    def check(self, section: Any, published: PublishedCalibration | None, *, on: bool) -> None:
+        return None
