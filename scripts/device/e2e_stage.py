@@ -24,21 +24,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import attrs
 import numpy as np
+from commands import WANJAX, run
 
 from wanjax.adapters.demo.checkpoint import DEMO_ARCHITECTURE, DEMO_TEXT_DIM, default_cache_dir, ensure_written
 from wanjax.adapters.demo.random_checkpoint import demo_umt5_sizes, write_random_checkpoint, write_random_text_encoder
 from wanjax.adapters.torch.demo_tokenizer import DEMO_VOCAB_SIZE
 from wanjax.domain.architectures import UMT5_XXL_ENCODER, WAN22_VAE, Architecture, published_architecture
 
-WANJAX = [sys.executable, "-m", "wanjax.entrypoints.cli"]
 PROMPT = "a red fox running through fresh snow at dawn, cinematic, detailed fur"
 SETTINGS = ("text_encoder_backend=jax",)  # the text encoder on the device with the rest (no torch on the smoke host)
 SMOKE_SIZE = (192, 128, 17)  # the demo preset's
@@ -150,10 +148,8 @@ def _generate(name: str, preset: str, folder: Path, size: tuple[int, int, int], 
     for item in (*SETTINGS, *settings):
         argv += ["--set", item]
     start = time.perf_counter()
-    done = subprocess.run(argv, capture_output=True, text=True)
+    run(argv)
     wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[2:])} exited {done.returncode}:\n{done.stderr[-3000:]}")
     shape = list(np.load(frames_file, mmap_mode="r").shape)
     frames_file.unlink()
     report = json.loads(timings.read_text())
@@ -190,10 +186,8 @@ def _offload_for_80gb(preset: str, folder: Path, size: tuple[int, int, int]) -> 
             "--device-memory", str(device), "--set", "offload=auto"]  # fmt: skip
     for item in SETTINGS:
         argv += ["--set", item]
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, "JAX_PLATFORMS": "cpu"})
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv[2:])} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    line = next(line for line in done.stdout.splitlines() if line.startswith("memory plan ("))
+    printed = run(argv, env={"JAX_PLATFORMS": "cpu"})
+    line = next(line for line in printed.splitlines() if line.startswith("memory plan ("))
     return line.split("offload=", 1)[1].split()[0].rstrip("):"), device
 
 

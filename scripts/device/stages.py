@@ -24,16 +24,16 @@ from pathlib import Path
 
 import numpy as np
 import vae_stage
+from commands import SMOKE_STEPS, WANJAX, run
 from e2e_stage import E2E
+from fp8_stage import fp8_matmul_13b_480p_25, fp8_matmul_14b_720p_81
 
-WANJAX = [sys.executable, "-m", "wanjax.entrypoints.cli"]
 
 # The README's "Determinism" section states these; the demo model, float32, final latents,
 # max |device - cpu| / max |cpu|.
 DEMO_TOLERANCE = {"highest": 1e-4, "default": 2e-2}
 PARITY_TOLERANCE = 1e-5  # the CPU parity tests' bound, at matmul precision "highest"
 REFERENCE_ROWS = 4096
-SMOKE_STEPS = 1  # every bench stage's timed steps in the smoke run
 KERNEL_ERROR = re.compile(r"cudnn|triton|pallas|mosaic|tokamax", re.IGNORECASE)
 
 
@@ -178,15 +178,15 @@ def demo_vs_cpu(out: Path, smoke: bool) -> dict:
     paths = {name: out / f"demo_{name}.npy" for name in ("device", "device_again", "device_highest", "cpu")}
     notes = {}
     try:
-        _run([*generate, "--out", str(paths["device"])])  # first alone: it writes the demo checkpoint
+        run([*generate, "--out", str(paths["device"])])  # first alone: it writes the demo checkpoint
     except RuntimeError as error:
         notes["default_attention_error"] = str(error)[-2000:]
         generate += ["--set", "attention=blockwise"]
-        _run([*generate, "--out", str(paths["device"])])
+        run([*generate, "--out", str(paths["device"])])
     cpu = subprocess.Popen([*generate, "--out", str(paths["cpu"])], env={**os.environ, "JAX_PLATFORMS": "cpu"},
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    _run([*generate, "--out", str(paths["device_again"])])
-    _run([*generate, "--out", str(paths["device_highest"])], env={"JAX_DEFAULT_MATMUL_PRECISION": "highest"})
+    run([*generate, "--out", str(paths["device_again"])])
+    run([*generate, "--out", str(paths["device_highest"])], env={"JAX_DEFAULT_MATMUL_PRECISION": "highest"})
     _, errors = cpu.communicate()
     if cpu.returncode != 0:
         raise RuntimeError(f"the CPU run failed:\n{errors[-3000:]}")
@@ -207,13 +207,6 @@ def demo_vs_cpu(out: Path, smoke: bool) -> dict:
 
 def _relative_error(out: np.ndarray, reference: np.ndarray) -> float:
     return float(np.abs(out.astype(np.float64) - reference).max() / np.abs(reference).max())
-
-
-def _run(argv: list[str], env: dict[str, str] | None = None) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, env={**os.environ, **(env or {})})
-    if done.returncode != 0:
-        raise RuntimeError(f"{' '.join(argv)} exited {done.returncode}:\n{done.stderr[-3000:]}")
-    return done.stdout
 
 
 def diffusers_parity(out: Path, smoke: bool) -> dict:
@@ -293,7 +286,7 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
         return {"command": " ".join(argv[2:]), **record, **notes, "same_as": earlier}
     for _ in range(3):  # the run, and at most two retries that each drop one failing part
         try:
-            printed = _run(argv)
+            printed = run(argv)
             break
         except RuntimeError as error:
             text = str(error)
@@ -374,52 +367,6 @@ def bench_14b_720p_81_tokamax(out: Path, smoke: bool) -> dict:
                   vs=None, extra=_tokamax_unless(smoke))
 
 
-def fp8_matmul_13b_480p_25(out: Path, smoke: bool) -> dict:
-    """bench_13b_480p_25 with the blocks' matmuls in fp8 (`matmul_dtype=float8_e4m3fn`) beside bf16,
-    same random weights and noise: each one's step time, and the fp8 run's final latents against
-    bf16's (relative L2) after a 2-step run (one step's prediction) and after a 10-step run."""
-    return _fp8_matmul("fp8_matmul_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), (1, 9), smoke=smoke, out=out)
-
-
-def fp8_matmul_14b_720p_81(out: Path, smoke: bool) -> dict:
-    """The same for the 14B at 1280x720x81, a 2-step run each."""
-    return _fp8_matmul("fp8_matmul_14b_720p_81", "wan2.1-t2v-14b", (1280, 720, 81), (1,), smoke=smoke, out=out)
-
-
-def _fp8_matmul(name: str, model: str, size: tuple[int, int, int], timed_steps: tuple[int, ...], *, smoke: bool,
-                out: Path) -> dict:
-    """`wanjax bench` in bf16 and with fp8 matmuls for each of `timed_steps` (the run has one step
-    more), each in its own process writing its final latents; at demo size in the smoke run."""
-    width, height, frames = size
-    runs, errors = {}, {}
-    for steps in (SMOKE_STEPS,) if smoke else timed_steps:
-        latents = {}
-        for matmul in ("auto", "float8_e4m3fn"):
-            tag = f"{steps + 1}_steps_{'fp8' if matmul != 'auto' else 'default'}"
-            argv = [*WANJAX, "bench", "--model", "demo" if smoke else model, "--steps", str(steps),
-                    "--json", str(out / f"{name}_{tag}.json"), "--latents-out", str(out / f"{name}_{tag}.npy"),
-                    "--set", f"matmul_dtype={matmul}"]
-            if not smoke:
-                argv += ["--width", str(width), "--height", str(height), "--num-frames", str(frames)]
-            start = time.monotonic()
-            _run(argv)
-            record = json.loads((out / f"{name}_{tag}.json").read_text())
-            runs[tag] = {key: record[key] for key in ("seconds_per_step", "mfu", "peak_memory_bytes",
-                                                      "planned_peak_memory_bytes", "compile_seconds")}
-            runs[tag]["process_seconds"] = time.monotonic() - start
-            # each run as it ends, into the stage's log: a stage stopped at its budget keeps them (log_tail)
-            print(json.dumps({tag: runs[tag]}), file=sys.stderr, flush=True)
-            latents[matmul] = np.load(out / f"{name}_{tag}.npy")
-        errors[f"{steps + 1}_steps"] = _relative_l2(latents["float8_e4m3fn"], latents["auto"])
-    last = max(timed_steps) + 1 if not smoke else SMOKE_STEPS + 1
-    speedup = runs[f"{last}_steps_default"]["seconds_per_step"] / runs[f"{last}_steps_fp8"]["seconds_per_step"]
-    return {"runs": runs, "final_latents_relative_l2_vs_default": errors, "fp8_speedup": speedup}
-
-
-def _relative_l2(value: np.ndarray, reference: np.ndarray) -> float:
-    return float(np.linalg.norm(value.astype(np.float64) - reference) / np.linalg.norm(reference))
-
-
 def _tokamax_unless(smoke: bool) -> tuple[str, ...]:
     return () if smoke else ("--attention", "tokamax")  # tokamax has no CPU kernels
 
@@ -486,12 +433,12 @@ def vae_480p_81_vs_diffusers(out: Path, smoke: bool) -> dict:
 
 
 def _vae(form: str) -> Callable[[Path, bool], dict]:
-    def run(out: Path, smoke: bool) -> dict:
+    def stage(out: Path, smoke: bool) -> dict:
         """The Wan 2.1 VAE decoding 832x480x81 (behind a one-layer 1.3B transformer step)."""
         return _bench(f"vae_480p_81_{form}", "wan2.1-t2v-1.3b", (832, 480, 81), 1, smoke=smoke, out=out,
                       vs=None, vae=True, sets=(f"vae_convolution={form}",), layers=1)
 
-    return run
+    return stage
 
 
 STAGES = {
