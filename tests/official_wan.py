@@ -184,6 +184,18 @@ def official_animate() -> types.ModuleType:
     return sys.modules["wan.animate"]
 
 
+def official_s2v() -> types.ModuleType:
+    """`wan.modules.s2v` (WanModel_S2V and its modules) with exact attention, without running its
+    `__init__` (which imports the audio encoder, and through it librosa)."""
+    package = official_wan()
+    if "wan.modules.s2v" not in sys.modules:
+        _bare_package("wan.modules.s2v", [f"{package.__path__[0]}/modules/s2v"])
+        for name in ("audio_utils", "motioner", "s2v_utils", "model_s2v"):
+            importlib.import_module(f"wan.modules.s2v.{name}")
+        sys.modules["wan.modules.s2v.model_s2v"].flash_attention = exact_attention
+    return sys.modules["wan.modules.s2v"]
+
+
 def official_wan() -> types.ModuleType:
     """The `wan` package, without running its `__init__`, with exact attention swapped in.
 
