@@ -196,6 +196,29 @@ def official_s2v() -> types.ModuleType:
     return sys.modules["wan.modules.s2v"]
 
 
+def _read_wav(path: str, sr: int) -> tuple[np.ndarray, int]:
+    """librosa's `load(path, sr=sr)` for a 16-bit PCM mono WAV already at `sr` (no resampling)."""
+    import wave
+
+    with wave.open(str(path)) as audio:
+        if audio.getframerate() != sr or audio.getsampwidth() != 2 or audio.getnchannels() != 1:
+            raise NotImplementedError("the librosa stand-in reads 16-bit mono WAVs at the rate asked for")
+        samples = np.frombuffer(audio.readframes(audio.getnframes()), np.int16)
+    return samples.astype(np.float32) / 32768.0, sr
+
+
+def official_s2v_audio_encoder() -> types.ModuleType:
+    """`wan.modules.s2v.audio_encoder` (AudioEncoder: wav2vec2 features per video frame), imported
+    with a librosa stand-in (`load` of a 16-bit mono WAV at 16 kHz)."""
+    official_s2v()
+    if "wan.modules.s2v.audio_encoder" not in sys.modules:
+        librosa = types.ModuleType("librosa")
+        librosa.load = _read_wav
+        with _stand_ins("librosa", (librosa,)):
+            importlib.import_module("wan.modules.s2v.audio_encoder")
+    return sys.modules["wan.modules.s2v.audio_encoder"]
+
+
 def official_wan() -> types.ModuleType:
     """The `wan` package, without running its `__init__`, with exact attention swapped in.
 
