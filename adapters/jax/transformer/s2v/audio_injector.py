@@ -62,6 +62,8 @@ class AudioInjector(nnx.Module):
         video = x[:, :video_tokens].reshape(b * frames, video_tokens // frames, dim)
         h = self.norm(video)
         if self.adain is not None:
+            if audio.global_token is None:
+                raise ValueError("this model's audio injectors (enable_adain) need the audio encoder's global token")
             glob = audio.global_token.reshape(b * frames, dim).astype(self.dtype)
             shift, scale = jnp.split(self.adain(jax.nn.silu(glob)).astype(jnp.float32)[:, None], 2, axis=-1)
             h = h * (1 + scale) + shift
