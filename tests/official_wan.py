@@ -15,6 +15,10 @@ stand between it and a CPU-only test run, and this module handles each:
   lengths (padding) and query lengths, and replaces it in the transformer module.
 - Its pipelines build on `cuda:N` in `__init__` and load real checkpoints; tests make them
   with `official_pipeline`, which skips `__init__` and sets the attributes `generate` reads.
+- Wan 2.2 S2V's modules (`official_s2v()`) import from a bare `wan.modules.s2v`, whose
+  `__init__` would import the audio encoder and through it librosa (not installed); that audio
+  encoder (`official_s2v_audio_encoder()`) imports with a librosa stand-in that reads 16-bit mono
+  WAVs at the rate asked for (no resampling).
 - Wan 2.2 Animate (`wan/animate.py`, imported by `official_animate()`) reads its preprocessed
   inputs with OpenCV (`cv2.imread`, and `cv2.resize` for the character's letterbox: OpenCV itself,
   opencv-python-headless of the test extras) and decord (`VideoReader`, not installed: while
