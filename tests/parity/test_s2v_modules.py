@@ -21,14 +21,17 @@ from flax import nnx
 from official_wan import official_s2v
 from transformer_models import assert_close
 
-from wanjax.adapters.checkpoints.original_names import diffusers_named
+from wanjax.adapters.checkpoints.original_names import diffusers_name, diffusers_named
+from wanjax.adapters.jax.transformer.blocks import WanBlock
 from wanjax.adapters.jax.transformer.rope import position_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.s2v.audio_encoder import AudioTokens
 from wanjax.adapters.jax.transformer.s2v.audio_injector import injector_slots
 from wanjax.adapters.jax.transformer.s2v.branch import S2VBranch
+from wanjax.adapters.jax.transformer.s2v.frame_pack import FramePackMotioner
 from wanjax.adapters.jax.transformer.s2v.positions import reference_positions, video_positions
 from wanjax.adapters.jax.transformer.s2v.weight_names import s2v_slots
+from wanjax.adapters.jax.transformer.weight_names import block_entries
 from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec
 from wanjax.domain.specs import TransformerSpec
 
@@ -178,10 +181,11 @@ def test_the_rope_of_a_whole_clip_matches_forward(models, clip):
     np.testing.assert_allclose(tables.sin, freqs.imag, atol=1e-6)
 
 
-@pytest.mark.parametrize("drop_mode", ["padd", "drop"])
 @pytest.mark.parametrize("add_last_motion", [0, 1, 2])
-@pytest.mark.parametrize("frames,h,w", [(19, 8, 16), (5, 12, 10)], ids=["full", "short-odd"])
-def test_the_frame_packer_matches_the_official_one(drop_mode, add_last_motion, frames, h, w):
+@pytest.mark.parametrize(
+    "drop_mode,frames,h,w", [("padd", 19, 8, 16), ("drop", 5, 12, 10)], ids=["padd-full", "drop-short-odd"]
+)
+def test_the_frame_packer_matches_the_official_one(drop_mode, frames, h, w, add_last_motion):
     official_s2v()
     motioner = importlib.import_module("wan.modules.s2v.motioner")
     torch.manual_seed(1)
@@ -208,3 +212,42 @@ def test_pose_tokens_and_token_kind_vectors(models, clip):
     pose = np.asarray(ours.cond_encoder(jnp.asarray(cond.numpy().transpose(1, 2, 3, 0)[None])))
     assert_close(pose.reshape(1, -1, SPEC.inner_dim), expected, RELATIVE_TOLERANCE)
     assert_close(np.asarray(ours.kind_vectors(2, 1, 3)), kinds, RELATIVE_TOLERANCE)
+
+
+def test_a_zero_timestep_block_is_the_base_block_with_per_token_modulation():
+    """`WanS2VAttentionBlock` modulates the video tokens by e0(t) and the rest by e0(0): our base
+    block with per-token modulation (as Wan 2.2 TI2V's) computes it, with the S2V RoPE tables."""
+    official_s2v()
+    model_s2v = importlib.import_module("wan.modules.s2v.model_s2v")
+    torch.manual_seed(2)
+    official = model_s2v.WanS2VAttentionBlock(SPEC.inner_dim, 16, HEADS, cross_attn_norm=True).eval()
+    with torch.no_grad():
+        for param in official.parameters():
+            param.add_(0.1 * torch.randn_like(param))
+    block = WanBlock(SPEC, RUNTIME, rngs=nnx.Rngs(0))
+    entries = {e.name: e for e in block_entries(SPEC)}
+    for name, tensor in official.state_dict().items():
+        entry = entries[diffusers_name(f"blocks.0.{name}").removeprefix("blocks.0.")]
+        param = block
+        for key in entry.path:
+            param = getattr(param, key)
+        param[...] = jnp.asarray(tensor.numpy() if entry.to_jax is None else tensor.numpy().transpose(entry.to_jax))
+    rng = np.random.default_rng(3)
+    grid = (2, 2, 4)  # 16 video tokens, 8 reference tokens, 8 + 2 motion tokens
+    motion = FramePackMotioner(SPEC, s2v_spec(adain=False), RUNTIME, rngs=nnx.Rngs(0)).positions(4, 8)
+    positions = np.concatenate([video_positions(grid), reference_positions(grid), motion])
+    video, total, dim = 16, len(positions), SPEC.inner_dim
+    x = rng.standard_normal((1, total, dim)).astype(np.float32)
+    context = rng.standard_normal((1, 5, dim)).astype(np.float32)
+    e0 = rng.standard_normal((1, 6, 2, dim)).astype(np.float32) * 0.1  # [B, 6, (t, 0), D]
+    tables = position_tables(HEAD_DIM, positions)
+    freqs = torch.from_numpy((tables.cos + 1j * tables.sin).astype(np.complex128))[None, :, None]
+    with torch.no_grad():
+        expected = official(
+            torch.from_numpy(x), e=[torch.from_numpy(e0), torch.tensor(video)], seq_lens=torch.tensor([total]),
+            grid_sizes=None, freqs=freqs, context=torch.from_numpy(context), context_lens=None,
+        ).numpy()  # fmt: skip
+    temb6 = np.concatenate([np.repeat(e0[:, None, :, 0], video, 1), np.repeat(e0[:, None, :, 1], total - video, 1)], 1)
+    kv = block.cross_key_values(jnp.asarray(context), None)
+    out = block(jnp.asarray(x), kv, jnp.asarray(temb6), tables)
+    assert_close(np.asarray(out), expected, RELATIVE_TOLERANCE)
