@@ -16,12 +16,14 @@ The additions (docs/s2v.md lists them with where each input comes from):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
 
 from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.specs import TransformerSpec
 
 AUDIO_LAYERS = 25
 """wav2vec2 hidden states the audio encoder mixes: the feature projection's output and each of
@@ -31,6 +33,10 @@ FRAME_PACK_BUCKETS = (1, 2, 16)
 """Latent frames the frame packer reads at 1x, 2x and 4x compression, nearest first (its
 `zip_frame_buckets`): the last 19 motion latents, which is 73 pixel frames' worth."""
 DROP_MODES = ("drop", "padd")
+FRAME_PACK_PATCHES = ((1, 2, 2), (2, 4, 4), (4, 8, 8))
+"""The frame packer's patch per group, nearest first (`proj`, `proj_2x`, `proj_4x`)."""
+FRAME_PACK_CHANNELS = 16
+"""The frame packer's convs read 16 channels whatever the model's in_dim: the Wan 2.1 VAE's latents."""
 
 
 def _as_layers(value: Any) -> Any:
@@ -108,3 +114,19 @@ class S2VSpec:
     def injector_count(self, num_layers: int) -> int:
         """How many audio injectors (weights `audio_injector.injector.{k}`) a model of `num_layers` has."""
         return sum(str(block).startswith(str(layer)) for block in range(num_layers) for layer in self.audio_inject_layers)
+
+
+def s2v_parameters(spec: TransformerSpec, s2v: S2VSpec) -> int:
+    """The parameters S2V adds to its base transformer, as the official model holds them: the
+    audio encoder, the audio injectors (their AdaLN linears with `enable_adain`), the frame
+    packer, the pose encoder and the token-kind vectors (2.01 B for the released 14B)."""
+    d, a, streams = spec.inner_dim, s2v.audio_dim, s2v.num_audio_token
+    audio = AUDIO_LAYERS + 3 * a * (d // 4 * streams) + d // 4 * streams  # layer weights, conv1_local
+    audio += 3 * (d // 4) * (d // 2) + d // 2 + 3 * (d // 2) * d + d + d  # conv2, conv3, the padding token
+    injector = 4 * (d * d + d) + 2 * d  # q, k, v, o and the q/k RMS norms
+    if s2v.enable_adain:
+        audio += 3 * a * (d // 4) + d // 4 + d * d + d  # conv1_global, final_linear
+        injector += d * 2 * d + 2 * d  # the AdaLN linear
+    frame_pack = sum(FRAME_PACK_CHANNELS * math.prod(patch) * d + d for patch in FRAME_PACK_PATCHES)
+    pose = s2v.cond_dim * math.prod(spec.patch_size) * d + d
+    return audio + s2v.injector_count(spec.num_layers) * injector + frame_pack + pose + 3 * d

@@ -32,7 +32,7 @@ from wanjax.adapters.jax.transformer.s2v.frame_pack import FramePackMotioner
 from wanjax.adapters.jax.transformer.s2v.positions import reference_positions, video_positions
 from wanjax.adapters.jax.transformer.s2v.weight_names import s2v_slots
 from wanjax.adapters.jax.transformer.weight_names import block_entries
-from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec
+from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec, s2v_parameters
 from wanjax.domain.specs import TransformerSpec
 
 RELATIVE_TOLERANCE = 1e-5
@@ -127,7 +127,9 @@ def features(audio_input: torch.Tensor) -> np.ndarray:
 
 def test_every_official_s2v_tensor_has_a_place_and_keeps_its_name(models):
     s2v, model, _ = models
-    names = set(s2v_tensors(model))
+    tensors = s2v_tensors(model)
+    names = set(tensors)
+    assert s2v_parameters(SPEC, s2v) == sum(tensor.size for tensor in tensors.values())  # the memory plan's count
     assert {slot.name for slot in s2v_slots(SPEC, s2v, scan_layers=True)} == names
     assert set(diffusers_named({name: np.zeros(1) for name in names})) == names  # the official-format loader's view
     for scan_layers in (True, False):

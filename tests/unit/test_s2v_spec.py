@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from wanjax.domain.errors import UnsupportedModelError
-from wanjax.domain.s2v_spec import S2VSpec
+from wanjax.domain.s2v_spec import S2VSpec, s2v_parameters
+from wanjax.domain.specs import TransformerSpec
 
 RELEASE_LAYERS = [0, 4, 8, 12, 16, 20, 24, 27, 30, 33, 36, 39]
 RELEASE = {  # wan/configs/wan_s2v_14B.py's transformer section, as its config.json holds it
@@ -23,6 +24,9 @@ def test_the_release_config_gives_one_injector_per_listed_block():
     slots = spec.injector_of_block(40)
     assert [i for i, slot in enumerate(slots) if slot >= 0] == RELEASE_LAYERS
     assert [slot for slot in slots if slot >= 0] == list(range(12)) and spec.injector_count(40) == 12
+    # The 14B's S2V additions; the formula is checked against the official model's tensors in
+    # tests/parity/test_s2v_modules.py, this number against our branch's shapes (jax.eval_shape).
+    assert s2v_parameters(TransformerSpec(), spec) == 2_007_264_025
 
 
 @pytest.mark.parametrize(

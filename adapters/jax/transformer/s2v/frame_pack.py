@@ -22,13 +22,9 @@ from flax import nnx
 from wanjax.adapters.jax.transformer.embeddings import PatchEmbed
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.s2v.positions import block_positions
-from wanjax.domain.s2v_spec import FRAME_PACK_BUCKETS, S2VSpec
+from wanjax.domain.s2v_spec import FRAME_PACK_BUCKETS, FRAME_PACK_CHANNELS, FRAME_PACK_PATCHES, S2VSpec
 from wanjax.domain.specs import TransformerSpec
 
-LATENT_CHANNELS = 16
-"""FramePackMotioner's convs read 16 channels whatever the model's in_dim: the Wan 2.1 VAE's latents."""
-PATCHES = ((1, 2, 2), (2, 4, 4), (4, 8, 8))
-"""The patch of each group, nearest first (proj, proj_2x, proj_4x)."""
 
 
 class FramePackMotioner(nnx.Module):
@@ -36,9 +32,9 @@ class FramePackMotioner(nnx.Module):
 
     def __init__(self, spec: TransformerSpec, s2v: S2VSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
         def embed(patch: tuple[int, int, int]) -> PatchEmbed:
-            return PatchEmbed(spec, runtime, LATENT_CHANNELS, patch_size=patch, rngs=rngs)
+            return PatchEmbed(spec, runtime, FRAME_PACK_CHANNELS, patch_size=patch, rngs=rngs)
 
-        self.proj, self.proj_2x, self.proj_4x = (embed(patch) for patch in PATCHES)
+        self.proj, self.proj_2x, self.proj_4x = (embed(patch) for patch in FRAME_PACK_PATCHES)
         self.drops_tokens = s2v.framepack_drop_mode == "drop"
         self.dim = spec.inner_dim
 
@@ -54,7 +50,7 @@ class FramePackMotioner(nnx.Module):
             packed = packed.at[:, total - zeroed :].set(0)
         far, mid, near = jnp.split(packed, np.cumsum(FRAME_PACK_BUCKETS[::-1])[:-1], axis=1)  # 16, 2, 1 frames
         tokens = []
-        for group, (proj, patch) in enumerate(zip((self.proj, self.proj_2x, self.proj_4x), PATCHES)):
+        for group, (proj, patch) in enumerate(zip((self.proj, self.proj_2x, self.proj_4x), FRAME_PACK_PATCHES)):
             if self._dropped(group, add_last_motion):
                 continue
             latents = (near, mid, far)[group]
@@ -66,7 +62,7 @@ class FramePackMotioner(nnx.Module):
         """[M, 3] RoPE positions of the motion tokens of [.., H, W, ..] motion latents."""
         blocks = []
         start = 0
-        for group, (bucket, patch) in enumerate(zip(FRAME_PACK_BUCKETS, PATCHES)):
+        for group, (bucket, patch) in enumerate(zip(FRAME_PACK_BUCKETS, FRAME_PACK_PATCHES)):
             start -= bucket
             if self._dropped(group, add_last_motion):
                 continue
