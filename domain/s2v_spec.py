@@ -113,7 +113,8 @@ class S2VSpec:
 
     def injector_count(self, num_layers: int) -> int:
         """How many audio injectors (weights `audio_injector.injector.{k}`) a model of `num_layers` has."""
-        return sum(str(block).startswith(str(layer)) for block in range(num_layers) for layer in self.audio_inject_layers)
+        layers = self.audio_inject_layers
+        return sum(str(block).startswith(str(layer)) for block in range(num_layers) for layer in layers)
 
 
 def s2v_parameters(spec: TransformerSpec, s2v: S2VSpec) -> int:

@@ -49,7 +49,9 @@ class AudioTokenEncoder(nnx.Module):
         self.conv2 = CausalConv(d // 4, d // 2, 2, fp32, rngs=rngs)
         self.conv3 = CausalConv(d // 2, d, 2, fp32, rngs=rngs)
         self.final_linear = (
-            nnx.Linear(d, d, dtype=jnp.float32, param_dtype=runtime.param_dtype, rngs=rngs) if s2v.enable_adain else None
+            nnx.Linear(d, d, dtype=jnp.float32, param_dtype=runtime.param_dtype, rngs=rngs)
+            if s2v.enable_adain
+            else None
         )
         self.norm1 = fp32_layer_norm(d // 4, NORM_EPS, affine=False, rngs=rngs)
         self.norm2 = fp32_layer_norm(d // 2, NORM_EPS, affine=False, rngs=rngs)

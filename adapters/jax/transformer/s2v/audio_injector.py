@@ -78,7 +78,9 @@ def injector_slots(spec: TransformerSpec, s2v: S2VSpec) -> np.ndarray:
     return np.asarray(s2v.injector_of_block(spec.num_layers), np.int32)
 
 
-def injector_stack(spec: TransformerSpec, s2v: S2VSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs) -> AudioInjector | nnx.List:
+def injector_stack(
+    spec: TransformerSpec, s2v: S2VSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs
+) -> AudioInjector | nnx.List:
     """The model's audio injectors, stacked like its blocks."""
     return block_stack(
         lambda rngs: AudioInjector(spec, s2v, runtime, rngs=rngs),

@@ -26,7 +26,6 @@ from wanjax.domain.s2v_spec import FRAME_PACK_BUCKETS, FRAME_PACK_CHANNELS, FRAM
 from wanjax.domain.specs import TransformerSpec
 
 
-
 class FramePackMotioner(nnx.Module):
     """Motion latents [B, T_m, H, W, 16] -> motion tokens [B, M, D] and their RoPE positions."""
 
