@@ -3,8 +3,8 @@ random `WanModel_S2V`: the audio encoder after wav2vec2 (`CausalAudioEncoder`, a
 clip's tokens), the audio injectors (`after_transformer_block`, including which block runs which
 injector), the frame-pack motioner's tokens and RoPE (`FramePackMotioner`, both drop modes and
 every `add_last_motion`), the RoPE of a whole clip's tokens (`forward`'s `pre_compute_freqs`), the
-pose encoder and the token-kind vectors. The weights go into our branch under their official
-names. Tolerance: max|ours - official| <= 1e-5 * max|official| in fp32.
+pose encoder and the token-kind vectors; and the whole forward pass, as our base transformer plus
+the branch. The weights go into our branch under their official names. Tolerance: max|ours - official| <= 1e-5 * max|official| in fp32.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import importlib
 
 import attrs
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -21,17 +22,17 @@ from flax import nnx
 from official_wan import official_s2v
 from transformer_models import assert_close
 
-from wanjax.adapters.checkpoints.original_names import diffusers_name, diffusers_named
-from wanjax.adapters.jax.transformer.blocks import WanBlock
+from wanjax.adapters.checkpoints.original_names import diffusers_named
+from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
 from wanjax.adapters.jax.transformer.rope import position_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.s2v.audio_encoder import AudioTokens
 from wanjax.adapters.jax.transformer.s2v.audio_injector import injector_slots
 from wanjax.adapters.jax.transformer.s2v.branch import S2VBranch
-from wanjax.adapters.jax.transformer.s2v.frame_pack import FramePackMotioner
 from wanjax.adapters.jax.transformer.s2v.positions import reference_positions, video_positions
 from wanjax.adapters.jax.transformer.s2v.weight_names import s2v_slots
-from wanjax.adapters.jax.transformer.weight_names import block_entries
+from wanjax.adapters.jax.transformer.stacking import layer
+from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec, s2v_parameters
 from wanjax.domain.specs import TransformerSpec
 
@@ -216,40 +217,45 @@ def test_pose_tokens_and_token_kind_vectors(models, clip):
     assert_close(np.asarray(ours.kind_vectors(2, 1, 3)), kinds, RELATIVE_TOLERANCE)
 
 
-def test_a_zero_timestep_block_is_the_base_block_with_per_token_modulation():
-    """`WanS2VAttentionBlock` modulates the video tokens by e0(t) and the rest by e0(0): our base
-    block with per-token modulation (as Wan 2.2 TI2V's) computes it, with the S2V RoPE tables."""
-    official_s2v()
-    model_s2v = importlib.import_module("wan.modules.s2v.model_s2v")
-    torch.manual_seed(2)
-    official = model_s2v.WanS2VAttentionBlock(SPEC.inner_dim, 16, HEADS, cross_attn_norm=True).eval()
+@pytest.mark.parametrize("first_clip", [False, True], ids=["with-motion", "first-clip"])
+def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, clip, first_clip):
+    """The recipe the extension will follow (docs/s2v.md), composed from public pieces: the video
+    tokens plus the pose tokens, then the reference's and the motion tokens, each kind's vector,
+    RoPE from their positions, timestep t over the video tokens and 0 over the rest (per-token
+    timesteps, as Wan 2.2 TI2V's), the audio injectors after their blocks, the head over the
+    video tokens. `first_clip`: `drop_motion_frames`, no motion tokens (the release's clip 0)."""
+    s2v, official, ours = models
+    base = export_transformer_weights(WanTransformer(SPEC, RUNTIME, rngs=nnx.Rngs(0)))
+    renamed = diffusers_named({k: v.numpy() for k, v in official.state_dict().items() if k.startswith(BASE_MODULES)})
+    assert set(renamed) == set(base)  # the official base tensors are a whole Wan transformer's
+    model = load_transformer(SPEC, RUNTIME, {name: renamed[name] for name in renamed})
     with torch.no_grad():
-        for param in official.parameters():
-            param.add_(0.1 * torch.randn_like(param))
-    block = WanBlock(SPEC, RUNTIME, rngs=nnx.Rngs(0))
-    entries = {e.name: e for e in block_entries(SPEC)}
-    for name, tensor in official.state_dict().items():
-        entry = entries[diffusers_name(f"blocks.0.{name}").removeprefix("blocks.0.")]
-        param = block
-        for key in entry.path:
-            param = getattr(param, key)
-        param[...] = jnp.asarray(tensor.numpy() if entry.to_jax is None else tensor.numpy().transpose(entry.to_jax))
-    rng = np.random.default_rng(3)
-    grid = (2, 2, 4)  # 16 video tokens, 8 reference tokens, 8 + 2 motion tokens
-    motion = FramePackMotioner(SPEC, s2v_spec(adain=False), RUNTIME, rngs=nnx.Rngs(0)).positions(4, 8)
-    positions = np.concatenate([video_positions(grid), reference_positions(grid), motion])
-    video, total, dim = 16, len(positions), SPEC.inner_dim
-    x = rng.standard_normal((1, total, dim)).astype(np.float32)
-    context = rng.standard_normal((1, 5, dim)).astype(np.float32)
-    e0 = rng.standard_normal((1, 6, 2, dim)).astype(np.float32) * 0.1  # [B, 6, (t, 0), D]
-    tables = position_tables(HEAD_DIM, positions)
-    freqs = torch.from_numpy((tables.cos + 1j * tables.sin).astype(np.complex128))[None, :, None]
-    with torch.no_grad():
-        expected = official(
-            torch.from_numpy(x), e=[torch.from_numpy(e0), torch.tensor(video)], seq_lens=torch.tensor([total]),
-            grid_sizes=None, freqs=freqs, context=torch.from_numpy(context), context_lens=None,
-        ).numpy()  # fmt: skip
-    temb6 = np.concatenate([np.repeat(e0[:, None, :, 0], video, 1), np.repeat(e0[:, None, :, 1], total - video, 1)], 1)
-    kv = block.cross_key_values(jnp.asarray(context), None)
-    out = block(jnp.asarray(x), kv, jnp.asarray(temb6), tables)
-    assert_close(np.asarray(out), expected, RELATIVE_TOLERANCE)
+        expected = official(**clip, drop_motion_frames=first_clip)[0].numpy()  # [C, F, H, W]
+
+    def channels_last(t: torch.Tensor) -> jax.Array:  # [C, F, H, W] -> [1, F, H, W, C]
+        return jnp.asarray(t.numpy().transpose(1, 2, 3, 0)[None])
+
+    latents, (_, f, h, w) = channels_last(clip["x"][0]), clip["x"][0].shape
+    grid = (f, h // 2, w // 2)
+    video = model.patch_embedding(latents) + ours.cond_encoder(channels_last(clip["cond_states"][0]))
+    reference = model.patch_embedding(channels_last(clip["ref_latents"][0]))
+    parts = [video.reshape(1, -1, SPEC.inner_dim), reference.reshape(1, -1, SPEC.inner_dim)]
+    positions = [video_positions(grid), reference_positions(grid)]
+    if not first_clip:
+        parts.append(ours.frame_packer(channels_last(clip["motion_latents"][0])))
+        positions.append(ours.frame_packer.positions(h, w))
+    x = jnp.concatenate(parts, axis=1)
+    tokens, total = parts[0].shape[1], x.shape[1]
+    x = x + ours.kind_vectors(tokens, parts[1].shape[1], total - tokens - parts[1].shape[1])[None]
+    rope = position_tables(HEAD_DIM, np.concatenate(positions))
+    timestep = jnp.concatenate([jnp.full((1, tokens), float(clip["t"][0])), jnp.zeros((1, total - tokens))], axis=1)
+    time = TimeEmbedding(*model.condition_embedder.time(timestep))
+    context = np.pad(clip["context"][0].numpy(), ((0, 512 - 5), (0, 0)))[None]  # text_len 512, zeros after
+    cache = model.cross_attention_kv(jnp.asarray(context), None)
+    audio = ours.casual_audio_encoder.clip_tokens(features(clip["audio_input"]), MOTION_FRAMES, LATENT_MOTION_FRAMES)
+    for i, (block, slot) in enumerate(zip(model.blocks, injector_slots(SPEC, s2v))):
+        x = block(x, layer(cache, i), time.temb6, rope)
+        x = x if slot < 0 else ours.audio_injector[int(slot)](x, audio, tokens)
+    video_time = TimeEmbedding(time.temb[:, :tokens], time.temb6[:, :tokens])
+    out = np.asarray(model.head(x[:, :tokens], video_time, grid))[0].transpose(3, 0, 1, 2)
+    assert_close(out, expected, RELATIVE_TOLERANCE)
