@@ -52,6 +52,8 @@ class AudioReader:
                     seconds = container.duration / av.time_base
                 else:
                     seconds = sum(float(p.duration * p.time_base) for p in container.demux(stream) if p.duration)
+        except InvalidRequestError:
+            raise
         except (av.FFmpegError, OSError, ValueError) as err:
             raise InvalidRequestError(f"{what} is not a readable {FORMATS} file ({err}); give one of those") from None
         return seconds, rate, channels
@@ -81,6 +83,8 @@ class AudioReader:
                 for frame in container.decode(stream):
                     chunks += [converted.to_ndarray() for converted in resampler.resample(frame)]
                 chunks += [converted.to_ndarray() for converted in resampler.resample(None)]  # its filter's tail
+        except InvalidRequestError:
+            raise
         except (av.FFmpegError, OSError, ValueError) as err:
             raise InvalidRequestError(f"{what} is not a readable {FORMATS} file ({err}); give one of those") from None
         samples = np.concatenate(chunks, axis=1).mean(axis=0) if chunks else np.zeros(0, np.float32)

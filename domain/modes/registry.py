@@ -71,9 +71,12 @@ def _check_options(request: GenerationRequest, mode: GenerationMode, where: str)
          if not _same(getattr(options, field.name), field.default)),
         (attrs.fields(type(options))[0].name, getattr(options, attrs.fields(type(options))[0].name)),
     )  # fmt: skip
-    raise InvalidRequestError(
+    inputs = {} if request.inputs else {key: owner.input_field(key) for key in owner.selected_by}
+    give = "".join(f" or {{{key}}}" for key in inputs).replace(" or ", ", or give ", 1)  # ", or give {video}"
+    raise InputRefusal(
         f"{name}={shown(value)}: a setting of the {owner.name} mode; this request runs in {mode.name}{where}, "
-        "which would not read it: leave it out"
+        f"which would not read it: leave it out{give}",
+        **inputs,
     )
 
 
