@@ -51,21 +51,22 @@ def reference_canvas(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
 
 class PixelReader:
     """Images (png/jpg; a client's: png/jpg/webp) and videos (a file PyAV reads or a folder of
-    frames; a client's: mp4/mov/mkv/webm). A file's errors name it (a path) or `named` (bytes)."""
+    frames; a client's: mp4/mov/mkv/webm). A file's errors name it by `named` (the CLI's flag, then
+    the path; or the HTTP field and "the request's file")."""
 
     def probe(self, kind: PixelKind, source: Path | bytes, named: str, size: VideoSize) -> tuple[int, int, int]:
         """(frames, height, width) of the file as read, before any fitting to the video: a video's
         first num_frames frames (at least that many) or its every frame, an image one frame. Read
         from headers and, where a container records no frame count, its packets."""
-        what = named if isinstance(source, bytes) else f"{'video' if kind.video else 'image'} {source}"
-        if kind.video:
+        what = named if isinstance(source, bytes) else f"{named} {source}"
+        if kind.video and not kind.whole:
             _check_frame_count(size.num_frames)
         if kind.whole:
             width, height, frames = probe_whole_video(source, MAX_FRAMES, what)
         elif kind.video:
             (width, height), frames = probe_video(source, size.num_frames, what), size.num_frames
         else:
-            (width, height) = image_size(source, what) if isinstance(source, bytes) else read_image_size(source)
+            (width, height) = image_size(source, what) if isinstance(source, bytes) else read_image_size(source, named)
             frames = 1
         return frames, height, width
 
@@ -73,7 +74,7 @@ class PixelReader:
         """Nothing beyond the probe's own refusals (a video too short for num_frames)."""
 
     def decode(self, kind: PixelKind, source: Path | bytes, named: str, size: VideoSize) -> Any:
-        if kind.video:
+        if kind.video and not kind.whole:
             _check_frame_count(size.num_frames)
         if isinstance(source, bytes):
             if kind.whole:
@@ -81,9 +82,9 @@ class PixelReader:
             else:
                 pixels = decode_video(source, size.num_frames, named) if kind.video else decode_image(source, named)
         elif kind.whole:
-            pixels = read_whole_video(source, MAX_FRAMES)
+            pixels = read_whole_video(source, MAX_FRAMES, named)
         else:
-            pixels = read_video(source, size.num_frames) if kind.video else read_image(source)
+            pixels = read_video(source, size.num_frames, named) if kind.video else read_image(source, named)
         return _fitted(kind, pixels, size)
 
     def stand_in(self, kind: PixelKind, probe: tuple[float, ...], size: VideoSize) -> Any:

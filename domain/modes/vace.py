@@ -38,8 +38,8 @@ if TYPE_CHECKING:
 class VaceInputs:
     """What a VACE generation is guided by, as pixels: a control video uint8 [F, H, W, 3], a mask
     uint8 [F, H, W] (white: regenerate, black: keep the video) and reference images uint8
-    [H, W, 3] already on their canvas (the video size). Each may be absent. Compared by identity:
-    videos of one batch share one VaceInputs."""
+    [H, W, 3] already on their canvas (the video size), as a request's inputs hold them
+    (`vace_inputs`). Each may be absent."""
 
     video: np.ndarray | None = None
     mask: np.ndarray | None = None

@@ -17,6 +17,7 @@ from wanjax.domain.conditioning import Conditioning, ImageConditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.audio import AudioKind
 from wanjax.domain.inputs.fields import Entrypoint, InputField
 from wanjax.domain.modes import registry
 from wanjax.domain.modes.base import GenerationMode, Generated, ModelTraits
@@ -216,3 +217,31 @@ def test_every_flags_help_says_each_thing_once():
         parts = text.split("; ")
         assert len(parts) == len(set(parts)), (flag, text)
     assert helps["--image"].count("first frame (png/jpg) for image-to-video models") == 1
+
+
+class Speech(GenerationMode):
+    """A mode of one audio input (as Wan 2.2 S2V's speech will be)."""
+
+    name = "speech"
+    inputs = (InputField(name="audio", flag="--audio", kind=AudioKind(sample_rate=16_000), http="audio",
+                         help="speech (wav/mp3/flac)"),)  # fmt: skip
+    selected_by = ("audio",)
+
+
+def test_a_modes_audio_input_is_a_flag_read_through_the_audio_reader(monkeypatch, tmp_path):
+    from test_audio_reader import _tone, _write
+
+    from wanjax.entrypoints.cli import _media
+
+    monkeypatch.setattr(registry, "MODES", (Speech(), *registry.MODES))
+    path = _write(tmp_path / "speech.wav", _tone(8_000, 0.5)[None], 8_000, "pcm_s16le")
+    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--audio", str(path)])
+    read = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))
+    assert read["audio"].shape == (8_000,) and read["audio"].dtype == np.float32  # 0.5 s at 16 kHz
+    request = CONFIG.request("a fox", **read)
+    assert registry.requested_mode(request).name == "speech"
+    planned = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B), probed=True)
+    assert planned["audio"].shape == (8_000,) and planned["audio"].strides == (0,)  # `wanjax plan`: a stand-in
+    (tmp_path / "speech.wav").write_bytes(b"RIFF" + bytes(4) + b"WAVE" + bytes(8))
+    with pytest.raises(InvalidRequestError, match=r"^--audio .*speech.wav is not a readable wav, mp3 or flac file"):
+        _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))
