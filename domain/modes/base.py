@@ -135,9 +135,9 @@ class GenerationMode:
 
     def options_of(self, request: GenerationRequest) -> Any:
         """The request's options of this mode: its own, else the mode's defaults."""
-        return request.options if self.options is not None and isinstance(request.options, self.options) else (
-            None if self.options is None else self.options()
-        )
+        if self.options is None:
+            return None
+        return request.options if isinstance(request.options, self.options) else self.options()
 
     def input_field(self, name: str) -> InputField:
         """This mode's input `name`."""
