@@ -4,7 +4,6 @@ The service, the CLI, the HTTP API, the memory plan and the bench read `MODES`; 
 its own module and one line here. Order matters: a request runs in the first mode whose
 inputs it gives (`GenerationMode.given`), else in the first mode that is the model's default
 (`default_on`), else in text-to-video. A request's options are those of the mode it runs in.
-
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs.fields import Entrypoint, InputField, InputRefusal
 from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import GenerationMode, ModelTraits
@@ -22,7 +22,6 @@ from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
 from wanjax.domain.modes.vace import VACE
 from wanjax.domain.modes.video_to_video import VIDEO_TO_VIDEO
-from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.numbers import shown
 from wanjax.domain.requests import GenerationRequest
 
@@ -66,16 +65,13 @@ def _check_options(request: GenerationRequest, mode: GenerationMode, where: str)
     owner = next((other for other in MODES if other.options is not None and isinstance(options, other.options)), None)
     if owner is None:
         raise InvalidRequestError(f"options={options!r}: no generation mode's options (domain/modes/)")
-    name, value = next(
-        ((field.name, getattr(options, field.name)) for field in attrs.fields(type(options))
-         if not _same(getattr(options, field.name), field.default)),
-        (attrs.fields(type(options))[0].name, getattr(options, attrs.fields(type(options))[0].name)),
-    )  # fmt: skip
+    fields = attrs.fields(type(options))
+    name = next((f.name for f in fields if not _same(getattr(options, f.name), f.default)), fields[0].name)
     inputs = {} if request.inputs else {key: owner.input_field(key) for key in owner.selected_by}
-    give = "".join(f" or {{{key}}}" for key in inputs).replace(" or ", ", or give ", 1)  # ", or give {video}"
+    give = f", or give {' or '.join('{' + key + '}' for key in inputs)}" if inputs else ""  # its inputs' names
     raise InputRefusal(
-        f"{name}={shown(value)}: a setting of the {owner.name} mode; this request runs in {mode.name}{where}, "
-        f"which would not read it: leave it out{give}",
+        f"{name}={shown(getattr(options, name))}: a setting of the {owner.name} mode; this request runs in "
+        f"{mode.name}{where}, which would not read it: leave it out{give}",
         **inputs,
     )
 
