@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -21,8 +21,7 @@ class AudioKind(InputKind):
 
     sample_rate: int
     max_seconds: float = MAX_AUDIO_SECONDS
-    reader: str = "audio"
-    repeatable: bool = False
+    reader: ClassVar[str] = "audio"
 
     def check(self, name: str, value: Any) -> None:
         if not isinstance(value, np.ndarray) or value.dtype != np.float32 or value.ndim != 1:

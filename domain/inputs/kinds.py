@@ -7,7 +7,7 @@ and one reader registered for its `reader` name.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -46,7 +46,7 @@ class PixelKind(InputKind):
     fitted: bool = False
     mask: bool = False
     canvas: bool = False
-    reader: str = "pixels"
+    reader: ClassVar[str] = "pixels"
 
     @property
     def repeatable(self) -> bool:  # type: ignore[override]
