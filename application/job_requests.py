@@ -46,9 +46,9 @@ CLI_FLAGS = {field.flag: client for client, field in http_fields().items()}
 CLI_ONLY_FIELDS = tuple(name for mode in CLI_ONLY_MODES for name in mode.selected_by)
 NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), "inputs", *CLI_ONLY_FIELDS, "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
-RECORD_ONLY = ("media", "media_shapes", "output_frames")
+RECORD_ONLY = ("media", "media_shapes", "output_frames", "segments")
 """What a job's record holds besides request fields: its media files' names and shapes, and the
-frames of the video it makes (Animate's: its pose video's)."""
+frames of the video it makes (Animate's: its pose video's) and the segments it makes them in."""
 MEDIA_PIXEL_MULTIPLE = 36
 """An image or video frame may hold at most this many times the video's pixels (6 times its width
 and height: a 4032x3024 photo for an 832x480 video), checked before it is decoded."""
@@ -113,8 +113,9 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     media = [name for name in MEDIA_FIELDS.values() if request.input(name) is not None]
     kinds = {field.name: field.kind for field in media_mode(media).inputs}
     shapes = {name: _shape(kinds[name], request.input(name)) for name in media}
-    frames = requested_mode(request).output_frames(request)
-    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes, "output_frames": frames}
+    mode = requested_mode(request)
+    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes,
+            "output_frames": mode.output_frames(request), "segments": mode.segment_count(request)}  # fmt: skip
 
 
 def _shape(kind: InputKind, pixels: Any) -> list[int]:

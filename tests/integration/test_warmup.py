@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fakes import OneRunSessions
 
 from wanjax.application import outputs
 from wanjax.application.container import build_container
@@ -40,7 +41,7 @@ def test_a_batch_after_its_warmup_compiles_nothing(tiny_checkpoint, compile_coun
     assert compile_counter.count == before
 
 
-class RecordingDenoiser:
+class RecordingDenoiser(OneRunSessions):
     """Records the plans it prepares and runs (a fake of the Denoiser port)."""
 
     def __init__(self, inner) -> None:
