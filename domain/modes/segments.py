@@ -133,8 +133,9 @@ def generate_in_segments(
             previous = unit[:, unit.shape[1] - segments.overlap :] * 2.0 - 1.0 if segments.overlap else None
             if run.decode is not None:
                 xp = array_namespace(unit)
-                new = unit[:, window.given : window.given + segments.frames - emitted]
-                run.emit(np.asarray(xp.round(new * 255.0).astype(np.uint8)))  # to the host as the output's bytes
+                new = np.asarray(xp.round(unit[:, window.given :] * 255.0).astype(np.uint8))  # the output's bytes
+                new = new[:, : segments.frames - emitted]  # cut on the host: every window computes alike
+                run.emit(new)
                 emitted += new.shape[1]
     assert denoised is not None
     joined = array_namespace(latents[0]).concat(latents, axis=1) if latents else denoised.latents
