@@ -250,6 +250,11 @@ class GenerationMode:
         steps; 1 for a mode that makes it in one piece."""
         return 1
 
+    def segment_frames(self, request: GenerationRequest) -> int:
+        """Frames one segment decodes: the most of a video a run holds at once (it writes each
+        segment's as they come); the whole video's for a mode that makes it in one piece."""
+        return self.output_frames(request)
+
     def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
         """GenerationRequest fields from this mode's inputs as read (by input name): each its own
         field, or its entry of `inputs`."""

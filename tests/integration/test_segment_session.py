@@ -7,6 +7,7 @@ three segments of 9 frames overlapping by 1."""
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
 import pytest
 from animate_videos import random_animate_videos
@@ -60,3 +61,15 @@ def test_segments_share_one_session_and_compile_nothing_anew(run, compile_counte
     whole = service.generate(request).array  # the same run, its frames gathered
     np.testing.assert_array_equal(np.concatenate(parts, axis=1), whole)
     assert whole.shape == (1, FRAMES, HEIGHT, WIDTH, 3)
+
+
+def test_the_memory_plan_holds_one_segments_frames_however_long_the_video(run):
+    container, request = run
+    planner = container.memory_planner()
+    long_pose = np.concatenate([request.input("pose_video")] * 8)  # 200 frames, 25 segments
+    long_face = np.concatenate([request.input("face_video")] * 8)
+    longer = attrs.evolve(request, inputs={"pose_video": long_pose, "face_video": long_face})
+    short_plan, long_plan = planner.plan(request), planner.plan(longer)
+    frames = dict(short_plan.host_parts)["decoded frames, one segment"]
+    assert frames == SEGMENT * HEIGHT * WIDTH * 3  # uint8 RGB
+    assert long_plan.parts == short_plan.parts and long_plan.host_parts == short_plan.host_parts

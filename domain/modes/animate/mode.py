@@ -120,6 +120,9 @@ class Animate(GenerationMode):
     def output_frames(self, request: GenerationRequest) -> int:
         return len(request.input("pose_video"))
 
+    def segment_frames(self, request: GenerationRequest) -> int:
+        return request.segment_frame_length
+
     def segment_count(self, request: GenerationRequest) -> int:
         return self.segments(request.input("pose_video"), request).count
 
