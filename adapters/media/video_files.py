@@ -71,6 +71,7 @@ class Mp4Writer:
         frames = np.ascontiguousarray(frames)
         if self._container is None:
             _, height, width, _ = frames.shape
+            self.path.touch()  # there from the first frames on: FFmpeg opens it at its first packet
             self._container = av.open(str(self.path), mode="w", format="mp4", options=self.container_options)
             self._stream = self._container.add_stream("libx264", rate=self.fps)
             self._stream.width, self._stream.height, self._stream.pix_fmt = width, height, "yuv420p"
