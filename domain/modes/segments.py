@@ -77,15 +77,10 @@ class Segments:
         return [Window(k, start, self.length, self.overlap if k else 0) for k, start in enumerate(self.starts())]
 
 
-def reflect_padded(frames: np.ndarray, count: int) -> np.ndarray:
-    """frames [N, ...] walked back and forth (1 2 3 2 1 2 ...) to `count` frames (diffusers'
-    `pad_video_frames`; one frame repeats)."""
-    return frames[_reflected(len(frames), np.arange(count))]
-
-
 def window_of(frames: np.ndarray, window: Window) -> np.ndarray:
-    """`window`'s frames of `reflect_padded(frames, ...)`, padding no more than the window: a driving
-    video is held once, as given, however long."""
+    """`window`'s frames of the video `frames` [N, ...] walked back and forth (1 2 3 2 1 2 ...) past
+    its end, as diffusers' `pad_video_frames` pads driving videos (one frame repeats): only the
+    window's own, so a driving video is held once, as given, however long."""
     return frames[_reflected(len(frames), np.arange(window.start, window.start + window.length))]
 
 
