@@ -299,7 +299,8 @@ class JobRunner:
         try:
             try:
                 requests = [self._decoded(jobs[job_id]) for job_id in job_ids]
-                videos = [self.files.video_writer(job_id, self.fps) for job_id in job_ids]
+                for job_id in job_ids:
+                    videos.append(self.files.video_writer(job_id, self.fps))
 
                 def on_frames(frames: np.ndarray) -> None:  # a segment of every video: written at once
                     for video, rows in zip(videos, frames, strict=True):
