@@ -97,7 +97,7 @@ class JobFiles:
 
 class JobVideo:
     """A job's video written as its frames come: `append(frames [f, H, W, 3] uint8)` encodes them at
-    once into a fragmented mp4 under a temporary name of this write's own (the thumbnail, from the
+    once into its (fragmented) mp4 under a temporary name of this write's own (the thumbnail, from the
     first frame, beside it), so its whole fragments are a playable video while the job runs
     (`readable`). `commit(committing)` finishes both files and renames them into place inside
     `committing()`; when it refuses (the job was lost or cancelled), or on `discard()`, neither is,
@@ -107,7 +107,7 @@ class JobVideo:
         self._files = ExitStack()
         self._temporaries = self._files.enter_context(atomic_paths([video, thumbnail], committing=self._committing))
         self._committing_to: Callable[[], AbstractContextManager[object]] = nullcontext
-        self._writer = Mp4Sink(fragmented=True).writer(self._temporaries[0], fps)
+        self._writer = Mp4Sink().writer(self._temporaries[0], fps)
         self._thumbnail_suffix = thumbnail.suffix
         self._done = done
         self._started = self._gone = False

@@ -20,25 +20,24 @@ from wanjax.adapters.media.yuv import rgb_to_yuv420p
 # about one test run in five under load. Dropping B-frames cost nothing measurable at crf 18
 # (a noisy 17-frame 192x128 clip: 127.7 kB against 127.8 kB with them); mbtree=0 cost 21%.
 X264_OPTIONS = {"threads": "1", "x264-params": "bframes=0"}
-# The muxer's options for an mp4 that plays while it is written: the index (an empty moov) first,
-# then a fragment (moof + mdat) per frame, each on disk once the next frame's packet comes (x264's
+# Every mp4 is a fragmented one, which plays while it is written (a job's partial content; the CLI's
+# and a job's files are the same bytes): the index (an empty moov) first, then a fragment (moof +
+# mdat) per frame, about 100 bytes each, each on disk once the next frame's packet comes (x264's
 # lookahead holds back about 40 frames until the end: a 60-frame start plays its first 18).
 FRAGMENTED = {"movflags": "empty_moov+frag_every_frame+default_base_moof", "flush_packets": "1"}
 
 
 class Mp4Sink:
-    """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even).
+    """Writes frames [F, H, W, 3] uint8 as an H.264 mp4 (yuv420p, so H and W must be even), fragmented
+    (`FRAGMENTED`).
 
     The same frames must give the same file on every machine and every run: colours are
     converted here (`rgb_to_yuv420p`, integer arithmetic) rather than by FFmpeg, and x264
     runs with `X264_OPTIONS`.
     """
 
-    def __init__(self, crf: int = 18, *, fragmented: bool = False) -> None:
-        """`fragmented`: the file is a fragmented mp4 (its index first, then one fragment per frame),
-        whose whole fragments play while it is still being written (`whole_fragments`)."""
+    def __init__(self, crf: int = 18) -> None:
         self.crf = crf
-        self.fragmented = fragmented
 
     def write(self, frames: np.ndarray, path: Path, fps: int) -> None:
         """`encode` under a temporary name, renamed onto `path` once whole."""
@@ -52,7 +51,7 @@ class Mp4Sink:
 
     def writer(self, path: Path, fps: int) -> Mp4Writer:
         """An mp4 at `path` itself written as its frames come (`Mp4Writer`)."""
-        return Mp4Writer(path, fps, self.crf, FRAGMENTED if self.fragmented else {})
+        return Mp4Writer(path, fps, self.crf)
 
 
 class Mp4Writer:
@@ -60,8 +59,8 @@ class Mp4Writer:
     file is opened at the first), `close()` (or the end of a `with`) flushes the encoder and finishes
     the file. The same frames give the same file whatever parts they come in."""
 
-    def __init__(self, path: Path, fps: int, crf: int, container_options: dict[str, str]) -> None:
-        self.path, self.fps, self.crf, self.container_options = path, fps, crf, container_options
+    def __init__(self, path: Path, fps: int, crf: int) -> None:
+        self.path, self.fps, self.crf = path, fps, crf
         self._container: Any = None
         self._stream: Any = None
 
@@ -72,7 +71,7 @@ class Mp4Writer:
         if self._container is None:
             _, height, width, _ = frames.shape
             self.path.touch()  # there from the first frames on: FFmpeg opens it at its first packet
-            self._container = av.open(str(self.path), mode="w", format="mp4", options=self.container_options)
+            self._container = av.open(str(self.path), mode="w", format="mp4", options=FRAGMENTED)
             self._stream = self._container.add_stream("libx264", rate=self.fps)
             self._stream.width, self._stream.height, self._stream.pix_fmt = width, height, "yuv420p"
             self._stream.options = {"crf": str(self.crf), **X264_OPTIONS}
