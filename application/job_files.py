@@ -56,20 +56,6 @@ class JobFiles:
             if not self._media(job_id, name).is_file():
                 raise FileNotFoundError(f"its file {self._media(job_id, name).relative_to(self.root)} is missing")
 
-    def write_video(
-        self, job_id: str, frames: np.ndarray, fps: int, *,
-        committing: Callable[[], AbstractContextManager[object]] = nullcontext,
-    ) -> None:  # fmt: skip
-        """The video (uint8 frames [F, H, W, 3]) and its thumbnail written at once (`video_writer`'s
-        one part), renamed into place inside `committing()`."""
-        writer = self.video_writer(job_id, fps)
-        try:
-            writer.append(frames)
-        except BaseException:
-            writer.discard()
-            raise
-        writer.commit(committing)
-
     def video_writer(self, job_id: str, fps: int) -> JobVideo:
         """The job's video written as its frames come (`JobVideo`); until it is committed or discarded,
         `partial(job_id)` is what of it is readable."""
