@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import AbstractContextManager, nullcontext, suppress
+from contextlib import AbstractContextManager, ExitStack, nullcontext, suppress
 from pathlib import Path
 
 import numpy as np
 
 from wanjax.adapters.media.atomic import atomic_path, atomic_paths
 from wanjax.adapters.media.images import encode_image
-from wanjax.adapters.media.video_files import Mp4Sink
+from wanjax.adapters.media.video_files import Mp4Sink, whole_fragments
 from wanjax.domain.errors import StoreError
 
 VIDEO = "video.mp4"
@@ -25,6 +25,7 @@ class JobFiles:
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
+        self._writing: dict[str, JobVideo] = {}
 
     def folder(self, job_id: str) -> Path:
         return self.root / job_id
@@ -55,17 +56,18 @@ class JobFiles:
             if not self._media(job_id, name).is_file():
                 raise FileNotFoundError(f"its file {self._media(job_id, name).relative_to(self.root)} is missing")
 
-    def write_video(
-        self, job_id: str, frames: np.ndarray, fps: int, *,
-        committing: Callable[[], AbstractContextManager[object]] = nullcontext,
-    ) -> None:  # fmt: skip
-        """The video (uint8 frames [F, H, W, 3]) and its thumbnail (the first frame), each written
-        under a temporary name of this write's own, both renamed into place inside `committing()`;
-        when it refuses (or anything fails) neither is, and no temporary is left."""
-        video, thumbnail = self.video(job_id), self.thumbnail(job_id)
-        with atomic_paths([video, thumbnail], committing=committing) as (video_temporary, thumbnail_temporary):
-            Mp4Sink().encode(frames, video_temporary, fps)
-            encode_image(frames[0], thumbnail_temporary, thumbnail.suffix)
+    def video_writer(self, job_id: str, fps: int) -> JobVideo:
+        """The job's video written as its frames come (`JobVideo`); until it is committed or discarded,
+        `partial(job_id)` is what of it is readable."""
+        writer = JobVideo(self.video(job_id), self.thumbnail(job_id), fps, done=lambda: self._writing.pop(job_id, None))
+        self._writing[job_id] = writer
+        return writer
+
+    def partial(self, job_id: str) -> bytes | None:
+        """The whole fragments of the video this server is writing for the job (a playable mp4 of the
+        frames so far), None when it writes none (not started, finished, or run by another replica)."""
+        writer = self._writing.get(job_id)
+        return None if writer is None else writer.readable()
 
     def remove(self, job_id: str) -> None:
         shutil.rmtree(self.folder(job_id), ignore_errors=True)
@@ -77,3 +79,69 @@ class JobFiles:
 
     def _media(self, job_id: str, name: str) -> Path:
         return self.folder(job_id) / f"input-{name}"
+
+
+class JobVideo:
+    """A job's video written as its frames come: `append(frames [f, H, W, 3] uint8)` encodes them at
+    once into its (fragmented) mp4 under a temporary name of this write's own (the thumbnail, from the
+    first frame, beside it), so its whole fragments are a playable video while the job runs
+    (`readable`). `commit(committing)` finishes both files and renames them into place inside
+    `committing()`; when it refuses (the job was lost or cancelled), or on `discard()`, neither is,
+    and no temporary is left: a partial file belongs to the write that made it, as the video does."""
+
+    def __init__(self, video: Path, thumbnail: Path, fps: int, *, done: Callable[[], object]) -> None:
+        self._files = ExitStack()
+        self._temporaries = self._files.enter_context(atomic_paths([video, thumbnail], committing=self._committing))
+        self._committing_to: Callable[[], AbstractContextManager[object]] = nullcontext
+        self._writer = Mp4Sink().writer(self._temporaries[0], fps)
+        self._thumbnail_suffix = thumbnail.suffix
+        self._done = done
+        self._started = self._gone = False
+
+    def append(self, frames: np.ndarray) -> None:
+        """Writes the frames; once the job's folder is gone (the job was deleted while it ran) it
+        writes nothing more, and `commit` will find the job cancelled."""
+        if self._gone:
+            return
+        try:
+            if not self._started:
+                encode_image(frames[0], self._temporaries[1], self._thumbnail_suffix)
+                self._started = True
+            self._writer.append(frames)
+        except OSError:
+            if self._temporaries[0].parent.is_dir():
+                raise
+            self._gone = True
+            self._writer.abandon()
+
+    def readable(self) -> bytes | None:
+        """The video's bytes up to its last whole fragment; None before the first."""
+        with suppress(OSError):
+            return whole_fragments(self._temporaries[0].read_bytes())
+        return None
+
+    def commit(self, committing: Callable[[], AbstractContextManager[object]] = nullcontext) -> None:
+        self._committing_to = committing
+        try:
+            self._writer.close()
+        except BaseException:
+            self.discard()
+            raise
+        try:
+            self._files.close()
+        finally:
+            self._done()
+
+    def discard(self) -> None:
+        self._writer.abandon()
+        try:
+            self._files.__exit__(_Discarded, _Discarded(), None)
+        finally:
+            self._done()
+
+    def _committing(self) -> AbstractContextManager[object]:
+        return self._committing_to()
+
+
+class _Discarded(Exception):
+    """The write was given up (the files are removed)."""

@@ -49,9 +49,9 @@ REFUSED_FIELDS = {
 NOT_RECORDED = ("prompt", "inputs", "options", "cache")
 """Request fields a job's record holds elsewhere (the prompt first, media as files, options by
 their names) or not at all."""
-RECORD_ONLY = ("media", "media_shapes", "output_frames")
+RECORD_ONLY = ("media", "media_shapes", "output_frames", "segments")
 """What a job's record holds besides request fields: its media files' names and shapes, and the
-frames of the video it makes (Animate's: its pose video's)."""
+frames of the video it makes (Animate's: its pose video's) and the segments it makes them in."""
 MEDIA_PIXEL_MULTIPLE = 36
 """An image or video frame may hold at most this many times the video's pixels (6 times its width
 and height: a 4032x3024 photo for an 832x480 video), checked before it is decoded."""
@@ -123,7 +123,8 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     shapes = {field.name: list(field.kind.probe_of(request.input(field.name))) for field in mode.inputs
               if field.name in request.inputs}  # fmt: skip
     frames = mode.output_frames(request)
-    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes, "output_frames": frames}
+    return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes, "output_frames": frames,
+            "segments": mode.segment_count(request)}  # fmt: skip
 
 
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:

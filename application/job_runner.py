@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from wanjax.application.job_files import JobFiles
+from wanjax.application.job_files import JobFiles, JobVideo
 from wanjax.application.job_queue import JobQueue, QueueFull
 from wanjax.application.job_requests import (
     MEDIA_FIELDS,
@@ -296,12 +296,25 @@ class JobRunner:
             self._finish(jobs[job_id], status, **changes)
             finished.add(job_id)
 
+        videos: list[JobVideo] = []
         try:
-            requests = [self._decoded(jobs[job_id]) for job_id in job_ids]
-            result = self._service.generate_batch(requests, on_step=on_step)
-            for row, job_id in enumerate(job_ids):
-                self._succeed(jobs[job_id], result.array[row], timings=result.trace.seconds)
-                finished.add(job_id)
+            try:
+                requests = [self._decoded(jobs[job_id]) for job_id in job_ids]
+                for job_id in job_ids:
+                    videos.append(self.files.video_writer(job_id, self.fps))
+
+                def on_frames(frames: np.ndarray) -> None:  # a segment of every video: written at once
+                    for video, rows in zip(videos, frames, strict=True):
+                        video.append(rows)
+
+                result = self._service.generate_batch(requests, on_step=on_step, on_frames=on_frames)
+                for video, job_id in zip(videos, job_ids, strict=True):
+                    self._succeed(jobs[job_id], video, timings=result.trace.seconds)
+                    finished.add(job_id)
+            except BaseException:
+                for video in videos:  # those committed hold nothing any more
+                    video.discard()
+                raise
         except JobCancelled:
             for job_id in job_ids:
                 finish(job_id, JobStatus.CANCELLED)
@@ -333,13 +346,14 @@ class JobRunner:
         with self._lock:
             return self._progress.pop(job_id, (0, 0))
 
-    def _succeed(self, job: Job, frames: np.ndarray, **changes: Any) -> None:
-        """Writes the job's video and records it succeeded, the files renamed into place with the
+    def _succeed(self, job: Job, video: JobVideo, **changes: Any) -> None:
+        """Finishes the job's video and records it succeeded, the files renamed into place with the
         record written, only while this server holds the job (`JobStore.updating`). A job cancelled
         meanwhile ends cancelled; one this server lost (its lease lapsed and another replica took
-        it over, or it was deleted) is left as the store has it. Either way no file of this run stays."""
+        it over, or it was deleted) is left as the store has it. Either way no file of this run stays,
+        not even the partial video written while it ran."""
         try:
-            self.files.write_video(job.id, frames, self.fps, committing=lambda: self._publishing(job, **changes))
+            video.commit(committing=lambda: self._publishing(job, **changes))
         except JobLost:
             self._finish(job, JobStatus.CANCELLED)  # recorded where it was cancelled, not where it was lost
 

@@ -113,6 +113,7 @@ class MemoryPlanner:
             vae_tile=settings.vae.tile,
             vae_convolution=settings.vae.convolution,
             vae_encode_frames=mode.encoded_frames(request),
+            held_frames=batch * mode.segment_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
             text_encoder_dtype=settings.text_encoder.dtype,

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -74,19 +74,39 @@ def output_paths(path: Path, batch: int) -> list[Path]:
 def write_output(
     array: np.ndarray, path: Path, fps: int, *, committing: Callable[[], AbstractContextManager[object]] = nullcontext
 ) -> None:
-    """Writes `array` ([B, ...]) to `output_paths(path, B)`: every file under its temporary name
-    first, then all renamed into place together inside `committing()` (the CLI's refuses once a
-    stop was asked for), so a failed or stopped run leaves none of them; an OutputError naming
-    the file when the system refuses (a full disk, a folder made read-only meanwhile)."""
+    """Writes `array` ([B, ...]) to `output_paths(path, B)` at once (`streamed_output`'s one part)."""
+    with streamed_output(path, len(array), fps, committing=committing) as append:
+        append(array)
+
+
+@contextmanager
+def streamed_output(
+    path: Path, batch: int, fps: int, *, committing: Callable[[], AbstractContextManager[object]] = nullcontext
+) -> Iterator[Callable[[np.ndarray], None]]:
+    """Yields `append(part)`, which takes a result of `batch` rows part after part ([B, f, ...]: a
+    segment's frames) and writes it at once into every mp4 of `output_paths(path, B)` (a .npy, one
+    array with its shape up front, gathers the parts and is written at the end). Every file stays
+    under its temporary name until the block ends; then all are renamed into place together inside
+    `committing()` (the CLI's refuses once a stop was asked for), so a failed or stopped run leaves
+    none of them, not even part of a video; an OutputError naming the file when the system refuses
+    (a full disk, a folder made read-only meanwhile)."""
     from wanjax.adapters.media.atomic import atomic_paths
     from wanjax.adapters.media.video_files import Mp4Sink, NpySink
 
-    targets = output_paths(path, len(array))
-    sink, items = (Mp4Sink(), array) if path.suffix.lower() == ".mp4" else (NpySink(), [array])
-    with _refusal_named(path), atomic_paths(targets, committing=committing) as temporaries:
-        for item, temporary, target in zip(items, temporaries, targets, strict=True):
-            with _refusal_named(target):
-                sink.encode(item, temporary, fps)
+    targets = output_paths(path, batch)
+    with _refusal_named(path), atomic_paths(targets, committing=committing) as temporaries, ExitStack() as open_files:
+        if path.suffix.lower() == ".mp4":
+            writers = [open_files.enter_context(Mp4Sink().writer(temporary, fps)) for temporary in temporaries]
+
+            def append(part: np.ndarray) -> None:
+                for writer, rows in zip(writers, part, strict=True):
+                    writer.append(rows)
+
+            yield append
+        else:
+            parts: list[np.ndarray] = []
+            yield parts.append
+            NpySink().encode(np.concatenate(parts, axis=1) if len(parts) > 1 else parts[0], temporaries[0], fps)
 
 
 @contextmanager

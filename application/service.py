@@ -30,6 +30,7 @@ from wanjax.domain.ports import (
     Denoiser,
     ImageEncoder,
     LoraSwitch,
+    FramesCallback,
     StepCallback,
     TextEncoder,
     VideoAutoencoder,
@@ -46,13 +47,14 @@ OUTPUT_TYPES = ("frames", "latent")
 
 @attrs.frozen
 class GenerationResult:
-    """Frames [B, F, H, W, 3] uint8, or (output_type "latent") latents [B, C, F', H', W'] float32.
+    """Frames [B, F, H, W, 3] uint8, or (output_type "latent") latents [B, C, F', H', W'] float32;
+    None where the frames went to the run's `on_frames` as they were decoded.
 
     cache_report: what each denoising step ran under the request's cache policy.
     calibration: with magcache_calibration, the MagCache curve this run measured.
     """
 
-    array: np.ndarray
+    array: np.ndarray | None
     output_type: str
     trace: TimingTrace
     cache_report: CacheRunReport | None = None
@@ -233,7 +235,7 @@ class GenerationService:
         so that the run that follows compiles nothing. The warm-up's output is dropped here:
         only its trace comes back."""
         shorts = [warmup_request(request, num_experts=self._components.num_experts) for request in requests]
-        return self._run(shorts, shared_request(requests), initial_latents, output_type, None).trace
+        return self._run(shorts, shared_request(requests), initial_latents, output_type, None, None).trace
 
     def generate(
         self,
@@ -242,9 +244,12 @@ class GenerationService:
         initial_latents: np.ndarray | None = None,
         output_type: str = "frames",
         on_step: StepCallback | None = None,
+        on_frames: FramesCallback | None = None,
     ) -> GenerationResult:
-        """`initial_latents` are noise in diffusers' layout [B, C, F', H', W'] (else drawn from the seed)."""
-        return self._run([request], request, initial_latents, output_type, on_step)
+        """`initial_latents` are noise in diffusers' layout [B, C, F', H', W'] (else drawn from the seed).
+        `on_frames(frames)`: the video's uint8 frames [B, f, H, W, 3], in order, as each part (a
+        segment) is decoded; then none are held, and the result's `array` is None."""
+        return self._run([request], request, initial_latents, output_type, on_step, on_frames)
 
     def generate_batch(
         self,
@@ -253,11 +258,12 @@ class GenerationService:
         initial_latents: np.ndarray | None = None,
         output_type: str = "frames",
         on_step: StepCallback | None = None,
+        on_frames: FramesCallback | None = None,
     ) -> GenerationResult:
         """B videos in one run, row i of the result from requests[i]: each its own prompt, negative
         prompt and seed (its noise is what `generate` would draw), all else shared (`shared_request`).
-        The compiled step depends on B, never on the prompts or seeds."""
-        return self._run(requests, shared_request(requests), initial_latents, output_type, on_step)
+        The compiled step depends on B, never on the prompts or seeds. `on_frames`: as `generate`'s."""
+        return self._run(requests, shared_request(requests), initial_latents, output_type, on_step, on_frames)
 
     def _run(
         self,
@@ -266,9 +272,10 @@ class GenerationService:
         initial_latents: np.ndarray | None,
         output_type: str,
         on_step: StepCallback | None,
+        on_frames: FramesCallback | None,
     ) -> GenerationResult:
-        """Runs `requests` as one batch; the denoising executables are prepared for `compiled_for`'s
-        plan (the same request, or the full run a warm-up stands in for)."""
+        """Runs `requests` as one batch in one denoising session; its executables are prepared for
+        `compiled_for`'s plan (the same request, or the full run a warm-up stands in for)."""
         if output_type not in OUTPUT_TYPES:
             raise InvalidRequestError(f"output_type={output_type!r}: must be one of {', '.join(OUTPUT_TYPES)}")
         loras = self._check(requests)
@@ -293,6 +300,8 @@ class GenerationService:
                 noise = geometry.from_diffusers_layout(initial_latents)
 
         held_loras, holding = ExitStack(), False  # the request's LoRAs, from the first denoise to the run's end
+        session = model.denoiser.session(plan, context, negative_context, compiled_for=full_plan)
+        kept: list[np.ndarray] = []
 
         def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
             nonlocal holding
@@ -303,9 +312,9 @@ class GenerationService:
                     held_loras.enter_context(model.lora_switch.applied(loras))
                 holding = True
             with trace.span("compile"):
-                model.denoiser.prepare(latents, full_plan, context, negative_context, conditioning)
+                session.prepare(latents, conditioning)
             with trace.span("denoise"):
-                return model.denoiser.denoise(latents, plan, context, negative_context, steps, conditioning)
+                return session.denoise(latents, steps, conditioning)
 
         def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):
@@ -315,7 +324,8 @@ class GenerationService:
 
         run = ModeRun(
             requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
-            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode, stretch=stretched,
+            noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode,
+            emit=kept.append if on_frames is None else on_frames, stretch=stretched,
             letterbox=character_canvas, span=trace.span,
         )  # fmt: skip
         with held_loras:
@@ -327,7 +337,7 @@ class GenerationService:
         if output_type == "latent":
             array = geometry.to_diffusers_layout(np.asarray(generated.latents))
         else:
-            array = generated.frames
+            array = np.concatenate(kept, axis=1) if on_frames is None else None
         return GenerationResult(array, output_type, trace, cache_report=report, calibration=calibration)
 
 

@@ -69,7 +69,9 @@ class Workload:
     (the VAE decode splits frames spatially over all of them); request_lora_cache: with
     per-request LoRAs, their factor cache's bytes (else None); vae: None when no VAE
     runs (`wanjax bench` without --vae); pixels: height x width of the video; vae_convolution:
-    the VAE's convolution form as resolved (`frames` or `3d`); vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video).
+    the VAE's convolution form as resolved (`frames` or `3d`); vae_encode_frames: the video frames the VAE encodes first (0: none, text-to-video);
+    held_frames: the decoded frames in host memory at once, every video's together: one segment's,
+    since videos are written as each segment is decoded (0: not counted, as `wanjax bench`).
     """
 
     transformer: TransformerSpec
@@ -93,6 +95,7 @@ class Workload:
     vae_convolution: str = "frames"
     vae_encode_frames: int = 0
     vae_encode_chunk: int | None = 4
+    held_frames: int = 0
     text_encoder_parameters: int = 0
     text_encoder_dtype: str = "float32"
     text_encoder_backend: str = "torch"
@@ -209,6 +212,8 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
             ("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]),
             ("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME),  # unless the prompts are cached
         ]
+    if work.held_frames:  # uint8 RGB, one segment's whatever the video's length
+        host.append(("decoded frames, one segment", work.held_frames * work.pixels * 3))
     if moves_components(work.offload):
         resident, own = text, {"text": movable_text, "denoising": transformer, "VAE": vae}
         host += vae + movable_text

@@ -23,6 +23,9 @@ StepCallback = Callable[[int, int], None]
 """Called as (steps_done, steps_total) after each denoising step; an exception it raises
 (e.g. a cancellation) stops the run there and propagates out of `denoise`."""
 
+FramesCallback = Callable[[np.ndarray], None]
+"""Called with a video's next uint8 frames [B, f, H, W, 3] as they are decoded (a segment's), in order."""
+
 
 @attrs.frozen
 class Denoised:
@@ -48,6 +51,23 @@ class ImageEncoder(Protocol):
     def encode(self, images: Sequence[np.ndarray], *, squash: bool = False) -> np.ndarray: ...
 
 
+class DenoisingSession(Protocol):
+    """One request's denoising: its plan over its prompts, run once or run after run (a mode's
+    segments, each given the previous one's frames through its conditioning). What does not change
+    between runs (the prompts' cross-attention K/V, the RoPE tables of a latent shape, the compiled
+    executables) is made at the first run that needs it and kept for the next: runs of one shape
+    compile nothing after the first."""
+
+    def prepare(self, latents: Any, conditioning: Conditioning = Conditioning()) -> None:
+        """Compiles whatever `denoise` with these shapes needs (for the plan it was opened to compile
+        for); a no-op when already compiled."""
+        ...
+
+    def denoise(
+        self, latents: Any, on_step: StepCallback | None = None, conditioning: Conditioning = Conditioning()
+    ) -> Denoised: ...
+
+
 class Denoiser(Protocol):
     """Runs a sampling plan from initial noise to final latents.
 
@@ -60,6 +80,18 @@ class Denoiser(Protocol):
         """Standard normal initial latents, the same for the same seed on every run."""
         ...
 
+    def session(
+        self,
+        plan: SamplingPlan,
+        context: np.ndarray,
+        negative_context: np.ndarray | None,
+        *,
+        compiled_for: SamplingPlan | None = None,
+    ) -> DenoisingSession:
+        """A session of `plan`'s runs over these prompts, compiled for `compiled_for` (a warm-up's
+        full plan; `plan` by default)."""
+        ...
+
     def prepare(
         self,
         latents: Any,
@@ -68,7 +100,7 @@ class Denoiser(Protocol):
         negative_context: np.ndarray | None,
         conditioning: Conditioning = Conditioning(),
     ) -> None:
-        """Compiles whatever `denoise` with these shapes needs; a no-op when already compiled."""
+        """A session of one run's `prepare`."""
         ...
 
     def denoise(

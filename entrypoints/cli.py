@@ -19,6 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -279,6 +280,7 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         calibration_path,
         check_output_path,
         output_paths,
+        streamed_output,
         write_calibration,
         write_output,
     )
@@ -338,11 +340,25 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         step_ends.append(time.perf_counter())
         progress(done, total)
 
-    try:
-        result = service.generate_batch(requests, initial_latents=latents, output_type=output_type, on_step=on_step)
-    finally:
-        progress.close()
-    stops.check()
+    written = output_paths(args.out, len(requests))
+    # The video is written as it is made, under temporary names; once renamed into place the run is
+    # over: a signal after it no longer stops the rest. The others of a multi-process run drop theirs.
+    with ExitStack() as output:
+        on_frames = lambda frames: None  # noqa: E731
+        if is_primary() and output_type == "frames":
+            on_frames = output.enter_context(
+                streamed_output(args.out, len(requests), config.sampling.fps, committing=stops.committing)
+            )
+        try:
+            result = service.generate_batch(
+                requests, initial_latents=latents, output_type=output_type, on_step=on_step,
+                on_frames=None if output_type == "latent" else on_frames,
+            )  # fmt: skip
+        finally:
+            progress.close()
+        stops.check()
+        finishing = time.perf_counter()
+    finished = time.perf_counter() - finishing  # the videos' last frames flushed, the files renamed into place
     if warmup is not None:  # the load happened in the warm-up; the rest of it is one line
         load = warmup.seconds.pop("load", 0.0)
         result.trace.add("load", load)
@@ -350,10 +366,11 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     if not is_primary():
         print(f"wanjax: not process 0: skipped writing {args.out} (process 0 writes it)", file=sys.stderr)
         return 0
-    written = output_paths(args.out, len(result.array))
-    # Once the output is in place the run is over: a signal after it no longer stops the rest.
-    with result.trace.span("write"):
-        write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
+    if result.array is None:
+        result.trace.add("write", finished)
+    else:  # latents: one array, written whole
+        with result.trace.span("write"):
+            write_output(result.array, args.out, config.sampling.fps, committing=stops.committing)
     if result.calibration is not None:
         written.append(calibration_path(args.out))
         dtype = container.settings().model.dtype

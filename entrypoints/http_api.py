@@ -34,7 +34,8 @@ PAGE_FILES = {"/": ("index.html", "text/html"), "/page.js": ("page.js", "text/ja
 PUBLIC_PATHS = ("/healthz", "/readyz", *PAGE_FILES)
 """What answers without the token: the probes, and the page (which asks for the token itself)."""
 LIST_LIMIT = 100
-CONTENT_TYPES = {"video": "video/mp4", "thumbnail": "image/webp"}
+CONTENT_TYPES = {"video": "video/mp4", "thumbnail": "image/webp", "partial": "video/mp4"}
+"""The `content` variants: the video, its thumbnail, and (wanjax's own) the video so far while it runs."""
 UNPOLLED_MS = 1000
 """The poll interval asked for before any step has been timed."""
 MAX_BODY_MB = 64
@@ -98,15 +99,26 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
         if job is None:
             return _not_found(request)
         if variant not in CONTENT_TYPES:
-            return _error(422, f"variant={shown(variant)}: wanjax makes {' and '.join(CONTENT_TYPES)}")
+            return _error(422, f"variant={shown(variant)}: wanjax makes {', '.join(CONTENT_TYPES)}")
+        if variant == "partial" and job.status is not JobStatus.SUCCEEDED:
+            return await _partial(job)
         if job.status is not JobStatus.SUCCEEDED:
             return _error(409, f"video {job.id} is {video_object(job, model=runner.model, fps=runner.fps)['status']}; "
                                "its content exists once it has completed")  # fmt: skip
-        path = runner.files.video(job.id) if variant == "video" else runner.files.thumbnail(job.id)
+        path = runner.files.thumbnail(job.id) if variant == "thumbnail" else runner.files.video(job.id)
         if not path.is_file():
             return _error(410, f"video {job.id} completed, but its file {path.relative_to(runner.files.root)} is gone from "
                                "the server's output folder; make the video again")  # fmt: skip
         return FileResponse(path, media_type=CONTENT_TYPES[variant])
+
+    async def _partial(job: Job) -> Response:
+        """The frames of a running job's video written so far, as a playable mp4 (read off the loop)."""
+        data = await asyncio.to_thread(runner.files.partial, job.id) if job.status is JobStatus.RUNNING else None
+        if data is None:
+            status = video_object(job, model=runner.model, fps=runner.fps)["status"]
+            return _error(409, f"video {job.id} is {status} and none of its frames are written yet on this server; "
+                               "ask again once its first segment is decoded (steps_done, segments_done)")  # fmt: skip
+        return Response(data, media_type=CONTENT_TYPES["partial"])
 
     async def delete(request: Request) -> Response:
         job = runner.delete(request.path_params["video_id"])

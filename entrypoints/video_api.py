@@ -134,6 +134,7 @@ def video_object(job: Job, *, model: str, fps: int) -> dict[str, Any]:
         "num_inference_steps": request["num_inference_steps"],
         "steps_done": job.steps_done,
         "steps_total": job.steps_total,
+        **_segments(job),
         "timings": job.all_timings,
     }
 
@@ -149,6 +150,14 @@ def _percent(job: Job) -> int:
     if job.status is JobStatus.SUCCEEDED:
         return 100
     return min(99, 100 * job.steps_done // job.steps_total) if job.steps_total else 0
+
+
+def _segments(job: Job) -> dict[str, int]:
+    """How many of the video's segments are denoised (each has the same steps: a video made in one
+    piece is one segment); the partial content holds their frames, less the encoder's lookahead."""
+    total = job.request.get("segments", 1)  # a record of before segments: one
+    done = total if job.status is JobStatus.SUCCEEDED else total * job.steps_done // job.steps_total if job.steps_total else 0
+    return {"segments_done": done, "segments_total": total}
 
 
 def _error(job: Job) -> dict[str, str] | None:

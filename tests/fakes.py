@@ -22,7 +22,30 @@ class FakeTextEncoder:
         return np.broadcast_to(codes[:, :, None], (len(prompts), max_sequence_length, self.dim)).copy()
 
 
-class FakeDenoiser:
+class OneRunSessions:
+    """A fake denoiser's `session`: each of its runs is the fake's own `prepare` / `denoise` (the
+    fakes record those); `sessions` counts the sessions opened."""
+
+    sessions = 0
+
+    def session(self, plan, context, negative_context, *, compiled_for=None):
+        self.sessions += 1
+        return _OneRunSession(self, plan, context, negative_context, compiled_for or plan)
+
+
+class _OneRunSession:
+    def __init__(self, denoiser, plan, context, negative_context, compiled_for) -> None:
+        self.denoiser, self.plan, self.compiled_for = denoiser, plan, compiled_for
+        self.context, self.negative_context = context, negative_context
+
+    def prepare(self, latents, conditioning=None):
+        self.denoiser.prepare(latents, self.compiled_for, self.context, self.negative_context, conditioning)
+
+    def denoise(self, latents, on_step=None, conditioning=None):
+        return self.denoiser.denoise(latents, self.plan, self.context, self.negative_context, on_step, conditioning)
+
+
+class FakeDenoiser(OneRunSessions):
     """Returns the noise scaled by the number of steps; records plans and conditioning shapes."""
 
     def __init__(self) -> None:

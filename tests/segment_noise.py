@@ -29,10 +29,23 @@ class NoiseInTurn:
         assert tuple(shape) == self._noise[seed].shape
         return self._noise[seed]
 
-    def denoise(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._denoiser.denoise(*args, **kwargs)
-        self.denoised.append(np.asarray(result.latents))
-        return result
+    def session(self, *args: Any, **kwargs: Any) -> Any:
+        return _Recorded(self._denoiser.session(*args, **kwargs), self.denoised)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._denoiser, name)
+
+
+class _Recorded:
+    """A session whose runs' latents are appended to `denoised`."""
+
+    def __init__(self, session: Any, denoised: list[np.ndarray]) -> None:
+        self._session, self._denoised = session, denoised
+
+    def denoise(self, *args: Any, **kwargs: Any) -> Any:
+        result = self._session.denoise(*args, **kwargs)
+        self._denoised.append(np.asarray(result.latents))
+        return result
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._session, name)

@@ -1,7 +1,7 @@
 """`wanjax generate` in a process that a test stops with a signal at a chosen moment.
 
-Arguments: PHASE (`denoise`: after the first denoising step; `write`: the mp4 written under its
-temporary name, not yet renamed; `demo`: writing the demo checkpoint into its staging folder;
+Arguments: PHASE (`denoise`: after the first denoising step; `write`: frames written into the mp4
+under its temporary name, as each segment is decoded, not yet renamed; `demo`: writing the demo checkpoint into its staging folder;
 `swallowed-denoise`, `swallowed-write`: the same two points of the run, where something swallows
 the signal's exception as JAX's garbage-collector callback can, and the run goes on; `rename`:
 renaming the output into place, where it waits 2 s and goes on), then the CLI's own. On reaching
@@ -41,15 +41,15 @@ if phase in ("denoise", "swallowed-denoise"):
 
     cli.StepProgress.__call__ = on_step
 elif phase in ("write", "swallowed-write"):  # not in the rename itself: that holds the signals off
-    from wanjax.adapters.media.video_files import Mp4Sink
+    from wanjax.adapters.media.video_files import Mp4Writer
 
-    encode = Mp4Sink.encode
+    append = Mp4Writer.append
 
-    def encode_then_wait(self, frames, path, fps):
-        encode(self, frames, path, fps)
+    def append_then_wait(self, frames):
+        append(self, frames)
         wait_for_the_signal()
 
-    Mp4Sink.encode = encode_then_wait
+    Mp4Writer.append = append_then_wait
 elif phase == "rename":
     rename = os.replace
 

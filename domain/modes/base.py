@@ -84,6 +84,8 @@ class ModeRun:
       it is repeated per video); `part` (k, n): the k-th of n alike runs (segments), whose steps the
       progress counts as those of one run;
     decode(latents): uint8 frames [B, F, H, W, 3]; None where the caller asked for latents;
+    emit(frames): hands the video's next uint8 frames [B, f, H, W, 3] on, in order, as soon as they
+      are decoded (the output is written as it is made: a mode holds no more than it must);
     stretch(frames, height, width): uint8 frames [F, H, W, 3] stretched to height x width as the
       input readers fit a video to the request's size (Lanczos; the frames themselves where they
       fit), for an input whose size only the model knows;
@@ -100,6 +102,7 @@ class ModeRun:
     noise: Any
     denoise: Callable[..., Denoised]
     decode: Callable[[Any], np.ndarray] | None
+    emit: Callable[[np.ndarray], None]
     stretch: Callable[[np.ndarray, int, int], np.ndarray]
     letterbox: Callable[[np.ndarray, int, int, str], np.ndarray]
     span: Callable[[str], Any]
@@ -108,12 +111,12 @@ class ModeRun:
 
 @attrs.frozen(kw_only=True)
 class Generated:
-    """A mode's result: the final latents [B, F', H', W', C] (all of them, e.g. VACE's reference
-    frames too), the frames decoded from them where `ModeRun.decode` was given, and the run's cache
-    report (a mode that denoises several times reports its last run)."""
+    """A mode's result once its frames are emitted (`ModeRun.emit`): the final latents [B, F', H', W', C]
+    (all of them, e.g. VACE's reference frames too; of a mode that decodes segment by segment, its
+    last segment's, unless latents were asked for) and the run's cache report (a mode that denoises
+    several times reports its last run)."""
 
     latents: Any
-    frames: np.ndarray | None
     cache_report: CacheRunReport
 
 
@@ -179,6 +182,16 @@ class GenerationMode:
         """Frames of the video the request makes."""
         return request.num_frames
 
+    def segment_count(self, request: GenerationRequest) -> int:
+        """Segments the request's video is made in (`segments.generate_in_segments`), each of the same
+        steps; 1 for a mode that makes it in one piece."""
+        return 1
+
+    def segment_frames(self, request: GenerationRequest) -> int:
+        """Frames one segment decodes: the most of a video a run holds at once (it writes each
+        segment's as they come); the whole video's for a mode that makes it in one piece."""
+        return self.output_frames(request)
+
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The conditioning's array shapes (tuples; None where absent) a model of `shapes` receives
         in this mode at batch 1: the bench's random inputs."""
@@ -193,15 +206,15 @@ class GenerationMode:
         return latents
 
     def generate(self, run: ModeRun) -> Generated:
-        """The generation loop: by default one denoising pass, then a decode. A mode that
-        denoises in segments (each conditioned on the last) overrides this."""
+        """The generation loop: by default one denoising pass, then a decode whose frames are emitted.
+        A mode that denoises in segments (each conditioned on the last) overrides this with
+        `segments.generate_in_segments`."""
         with run.span("conditioning"):
             latents, conditioning = self.conditioning(run)
         denoised = run.denoise(latents, conditioning)
-        frames = None
         if run.decode is not None:
-            frames = run.decode(self.video_latents(run.request, denoised.latents))
-        return Generated(latents=denoised.latents, frames=frames, cache_report=denoised.cache_report)
+            run.emit(run.decode(self.video_latents(run.request, denoised.latents)))
+        return Generated(latents=denoised.latents, cache_report=denoised.cache_report)
 
 
 def refuse(field: InputField, fix: str, **inputs: InputField) -> None:

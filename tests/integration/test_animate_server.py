@@ -19,7 +19,6 @@ from wanjax.domain.inputs.reader import VideoSize
 from wanjax.adapters.media.video_files import Mp4Sink
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.container import build_container
-from wanjax.application.job_files import JobFiles
 from wanjax.application.job_runner import JobRunner
 from wanjax.application.presets import resolve_config
 from wanjax.domain.modes.animate.mode import ANIMATE
@@ -103,9 +102,8 @@ def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_
     frames = service.generate(request, on_step=lambda done, total: steps.append((done, total))).array[0]
     assert frames.shape == (FRAMES, HEIGHT, WIDTH, 3)  # the pose video's length, over two segments
     assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # the progress (the job's, the CLI's bar) spans both
-    expected = JobFiles(tmp_path)
-    expected.write_video("cli", frames, FPS)
-    assert runner.files.video(video["id"]).read_bytes() == expected.video("cli").read_bytes()
+    Mp4Sink().write(frames, tmp_path / "cli.mp4", fps=FPS)  # as `wanjax generate` writes it
+    assert runner.files.video(video["id"]).read_bytes() == (tmp_path / "cli.mp4").read_bytes()
 
 
 def _tiny_mp4(tmp_path, frames, height, width):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
+from fakes import OneRunSessions
 
 from wanjax.application import outputs
 from wanjax.application.container import build_container
@@ -40,7 +43,7 @@ def test_a_batch_after_its_warmup_compiles_nothing(tiny_checkpoint, compile_coun
     assert compile_counter.count == before
 
 
-class RecordingDenoiser:
+class RecordingDenoiser(OneRunSessions):
     """Records the plans it prepares and runs (a fake of the Denoiser port)."""
 
     def __init__(self, inner) -> None:
@@ -77,13 +80,16 @@ def test_warmup_compiles_for_the_full_plan_and_runs_both_experts(tiny_a14b_check
 
 def test_cli_warmup_output_is_never_written(tiny_checkpoint, tmp_path, monkeypatch, capsys):
     writes = []
-    real_write = outputs.write_output
+    real_output = outputs.streamed_output  # every output is written through it, part after part
 
-    def recording_write(array, path, fps, **options):
-        writes.append((np.array(array), path))
-        real_write(array, path, fps, **options)
+    @contextmanager
+    def recording_output(path, batch, fps, **options):
+        parts = []
+        with real_output(path, batch, fps, **options) as append:
+            yield lambda part: (parts.append(np.array(part)), append(part))
+        writes.append((np.concatenate(parts, axis=1), path))
 
-    monkeypatch.setattr(outputs, "write_output", recording_write)
+    monkeypatch.setattr(outputs, "streamed_output", recording_output)
     args = ["generate", "--model", str(tiny_checkpoint), "--prompt", "a fox", "--height", "32", "--width", "48",
             "--num-frames", "5", "--steps", "5", "--set", "max_sequence_length=8"]  # fmt: skip
     assert main([*args, "--set", "warmup=true", "--out", str(tmp_path / "warm.npy")]) == 0

@@ -1,12 +1,14 @@
-"""Wan Animate's segment arithmetic and masks (domain/modes/animate/videos.py), as diffusers'
-WanAnimatePipeline lays them out: segments overlapping by the conditioning frames, driving videos
-walked back and forth to whole segments, and the kept-pixel masks."""
+"""Wan Animate's segments (the shared layout of domain/modes/segments.py under Animate's rules,
+domain/modes/animate/videos.py) and masks, as diffusers' WanAnimatePipeline lays them out: segments
+overlapping by the conditioning frames, driving videos walked back and forth to whole segments, and
+the kept-pixel masks."""
 
 import numpy as np
 import pytest
 
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.animate.videos import Segments, reflect_padded, segment_mask
+from wanjax.domain.modes.animate.videos import animate_segments, segment_mask
+from wanjax.domain.modes.segments import Window, window_of
 
 
 @pytest.mark.parametrize(
@@ -14,14 +16,18 @@ from wanjax.domain.modes.animate.videos import Segments, reflect_padded, segment
     [(13, 9, 1, 2, 17, [0, 8]), (9, 9, 1, 1, 9, [0]), (10, 9, 1, 2, 17, [0, 8]), (100, 77, 5, 2, 149, [0, 72])],
 )
 def test_segments_cover_the_pose_video(frames, length, overlap, count, padded, starts):
-    segments = Segments(frames, length, overlap)
+    segments = animate_segments(frames, length, overlap)
     assert (segments.count, segments.padded_frames, list(segments.starts())) == (count, padded, starts)
+    windows = segments.windows()
+    assert [(w.start, w.given) for w in windows] == [(s, overlap if s else 0) for s in starts]
 
 
 def test_videos_are_walked_back_and_forth():
-    assert reflect_padded(np.arange(1, 6), 10).tolist() == [1, 2, 3, 4, 5, 4, 3, 2, 1, 2]
-    assert reflect_padded(np.arange(1, 6), 3).tolist() == [1, 2, 3]
-    assert reflect_padded(np.array([7]), 3).tolist() == [7, 7, 7]
+    walked = lambda frames, start, length: window_of(frames, Window(0, start, length, 0)).tolist()  # noqa: E731
+    assert walked(np.arange(1, 6), 0, 10) == [1, 2, 3, 4, 5, 4, 3, 2, 1, 2]
+    assert walked(np.arange(1, 6), 0, 3) == [1, 2, 3]
+    assert walked(np.arange(1, 6), 8, 12) == [1, 2, 3, 4, 5, 4, 3, 2, 1, 2, 3, 4]  # a window past the end
+    assert walked(np.array([7]), 0, 3) == [7, 7, 7]
 
 
 def test_the_mask_keeps_the_given_frames_and_the_background():
@@ -41,4 +47,4 @@ def test_the_mask_keeps_the_given_frames_and_the_background():
 )
 def test_bad_layouts_are_refused_naming_the_fix(frames, length, overlap, message):
     with pytest.raises(InvalidRequestError, match=message):
-        Segments(frames, length, overlap)
+        animate_segments(frames, length, overlap)

@@ -6,6 +6,7 @@ import base64
 import io
 import re
 import sqlite3
+import threading
 import time
 
 import numpy as np
@@ -248,3 +249,57 @@ def test_without_a_token_other_hosts_and_other_sites_pages_are_refused(runner):
     assert other_port.status_code == 403
     same_page = client.post("/v1/videos", json={"prompt": "x"}, headers={"Origin": "http://127.0.0.1:8000"})
     assert same_page.status_code == 202
+
+
+def test_a_running_jobs_video_so_far_is_its_partial_content(tmp_path):
+    """The job's frames go into its mp4 as they are decoded; while it runs, `variant=partial` is a
+    playable mp4 of its whole fragments so far; once completed, the video itself."""
+    import av
+
+    config = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=81, num_inference_steps=2,
+                                                max_sequence_length=5))  # fmt: skip
+    runner = JobRunner(fake_service(FakeDenoiser), config, SqliteJobStore(tmp_path / "jobs.sqlite"),
+                       output_dir=tmp_path, queue_capacity=4, max_batch=1, model="wan-test")  # fmt: skip
+    written, release = threading.Event(), threading.Event()
+    video_writer = runner.files.video_writer
+
+    def held_after_writing(job_id, fps):
+        video = video_writer(job_id, fps)
+        append = video.append
+
+        def append_then_wait(frames):
+            append(frames)
+            written.set()
+            assert release.wait(30), "the test never released the run"
+
+        video.append = append_then_wait
+        return video
+
+    runner.files.video_writer = held_after_writing
+    client = TestClient(build_app(runner))
+    job_id = client.post("/v1/videos", json={"prompt": "a cat"}).json()["id"]
+    queued = client.get(f"/v1/videos/{job_id}/content", params={"variant": "partial"})
+    assert queued.status_code == 409 and "none of its frames are written yet" in queued.json()["error"]["message"]
+    runner.start()
+    try:
+        assert written.wait(30), "the job never wrote its frames"
+        running = client.get(f"/v1/videos/{job_id}")
+        assert running.json()["status"] == "in_progress"
+        assert (running.json()["segments_done"], running.json()["segments_total"]) == (1, 1)
+        partial = client.get(f"/v1/videos/{job_id}/content", params={"variant": "partial"})
+        assert partial.status_code == 200 and partial.headers["content-type"] == "video/mp4"
+        with av.open(io.BytesIO(partial.content)) as container:
+            frames = [frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)]
+        assert 0 < len(frames) < 81 and frames[0].shape == (64, 96, 3)  # x264's lookahead holds the last back
+    finally:
+        release.set()
+    deadline = time.monotonic() + 30
+    while client.get(f"/v1/videos/{job_id}").json()["status"] != "completed":
+        assert time.monotonic() < deadline, "the job never completed"
+        time.sleep(0.01)
+    runner.stop()
+    done = client.get(f"/v1/videos/{job_id}/content", params={"variant": "partial"})
+    assert done.content == runner.files.video(job_id).read_bytes() and runner.files.partial(job_id) is None
+    with av.open(io.BytesIO(done.content)) as container:
+        assert sum(1 for _ in container.decode(video=0)) == 81
+    assert not [p for p in tmp_path.rglob("*") if ".partial-" in p.name]

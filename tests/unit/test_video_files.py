@@ -84,3 +84,28 @@ def _write(frames, folder=None):
     path = Path(folder or tempfile.mkdtemp()) / "v.mp4"
     Mp4Sink().write(frames, path, 16)
     return path
+
+
+def test_frames_written_as_they_come_make_the_same_file_and_play_while_written(tmp_path):
+    """An mp4 written part after part (a segment's frames at a time) is the file written at once, and
+    while it is written its whole fragments are a playable video of its first frames."""
+    import io
+
+    from wanjax.adapters.media.video_files import whole_fragments
+
+    frames = np.random.default_rng(1).integers(0, 256, (90, 32, 48, 3), dtype=np.uint8)
+    Mp4Sink().write(frames, tmp_path / "whole.mp4", 16)
+    with Mp4Sink().writer(tmp_path / "parts.mp4", 16) as writer:
+        writer.append(frames[:60])
+        partial = whole_fragments((tmp_path / "parts.mp4").read_bytes())
+        writer.append(frames[60:])
+    assert (tmp_path / "parts.mp4").read_bytes() == (tmp_path / "whole.mp4").read_bytes()
+    played, whole = (_decoded(source) for source in (io.BytesIO(partial), tmp_path / "whole.mp4"))
+    assert 0 < len(played) < 60 and len(whole) == 90  # x264's lookahead holds the latest back
+    np.testing.assert_array_equal(played, whole[: len(played)])  # the video's first frames
+    assert whole_fragments(b"") is None and whole_fragments(partial[: len(partial) - 1]) != partial
+
+
+def _decoded(source) -> np.ndarray:
+    with av.open(source) as container:
+        return np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])

@@ -2,16 +2,16 @@
 tests call: the per-generation inputs, the solver's initial state, one guided step (compiled once
 for every step, expert and cache schedule) and the whole loop as one `lax.scan`.
 
-Before the loop, once per generation: the text (and I2V image) cross-attention K/V of every
-block for the conditional and unconditional prompts (`use_kv_cache`), and the RoPE tables
-of the latent shape. Wan 2.2's experts share one architecture, so their weights are just
+Before the loop, once per session (a request's runs: one, or a mode's segments): the text (and
+I2V image) cross-attention K/V of every block for the conditional and unconditional prompts
+(`use_kv_cache`), and the RoPE tables of the latent shape (`KeptInputs`). Wan 2.2's experts share one architecture, so their weights are just
 arguments of the same executables.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -159,25 +159,37 @@ class DenoisingProgram:
         conditioning: Conditioning,
         *,
         abstract: bool = False,
+        kept: KeptInputs | None = None,
     ) -> StepInputs:
         """The per-generation inputs. `abstract` (for compiling): the KV cache as shapes only, its
-        builder compiled but not run."""
+        builder compiled but not run. `kept`: what earlier runs of the same session made (the text
+        rows, the RoPE tables of a latent shape, the cross-attention K/V of the same prompts and image
+        context), taken from there and left there for the next."""
+        kept = KeptInputs() if kept is None else kept
         guider = Guider.for_prompts(negative_context)
-        contexts = jnp.asarray(guider.text_rows(context, negative_context))  # [copies * B, L, text_dim]
+        contexts = kept.made(("text rows", context, negative_context),
+                             lambda: jnp.asarray(guider.text_rows(context, negative_context)))  # [copies * B, L, text_dim]  # fmt: skip
         c = _on_device(conditioning)
         model_input_shape = (*latent_shape[:-1], self._in_channels)  # the extra channels included
-        rope = RopeTables(*(jnp.asarray(a) for a in self._rope_tables(model_input_shape)))
+        rope = kept.made(("rope", model_input_shape),
+                         lambda: RopeTables(*(jnp.asarray(a) for a in self._rope_tables(model_input_shape))))  # fmt: skip
         if not self.options.use_kv_cache:
             return StepInputs((contexts,) * len(self.params), c, rope)
         image_context = guider.field_rows(c, "image_context")
+        text = kept.made(("cross-attention K/V", abstract, contexts, conditioning.image_context),
+                         lambda: self._text_kv(contexts, image_context, abstract=abstract))  # fmt: skip
+        return StepInputs(text, c._replace(image_context=None), rope)
+
+    def _text_kv(self, contexts: jax.Array, image_context: jax.Array | None, *, abstract: bool) -> tuple[Any, ...]:
+        """Every expert's cross-attention K/V of the text (and image) context (`abstract`: shapes)."""
         if abstract:
             params = [self.working(e, abstract=True) for e in range(len(self.params))]
             text = tuple(jax.eval_shape(self.cross_attention_kv, p, contexts, image_context) for p in params)
             self.cross_kv.prepare(params[0], contexts, image_context)
-        else:  # the last expert first: the first, which the loop starts with, is then at work already
-            order = range(len(self.params) - 1, -1, -1)
-            text = tuple(reversed([self.cross_kv(self.working(e), contexts, image_context) for e in order]))
-        return StepInputs(text, c._replace(image_context=None), rope)
+            return text
+        # the last expert first: the first, which the loop starts with, is then at work already
+        order = range(len(self.params) - 1, -1, -1)
+        return tuple(reversed([self.cross_kv(self.working(e), contexts, image_context) for e in order]))
 
     def step_arguments(
         self,
@@ -223,6 +235,21 @@ class DenoisingProgram:
         """The steps of `steps` (`PlanArrays.of(plan)`, or a segment of it) as one `lax.scan`, from
         `state` and `cache` (`initial_cache` before the first step)."""
         return scan_denoise(self.model, params, state, steps, inputs, cache)
+
+
+class KeptInputs:
+    """What the runs of one denoising session make once and share, each value by what it was made
+    of: arrays by identity (a session's prompts and image context are the same objects run after
+    run; each is held here, so its identity is not reused), shapes and flags by value."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[Any, ...], tuple[tuple[Any, ...], Any]] = {}
+
+    def made(self, of: tuple[Any, ...], make: Callable[[], Any]) -> Any:
+        key = tuple(part if isinstance(part, (str, bool, tuple, type(None))) else id(part) for part in of)
+        if key not in self._values:
+            self._values[key] = (of, make())
+        return self._values[key][1]
 
 
 def _on_device(conditioning: Conditioning) -> Conditioning:

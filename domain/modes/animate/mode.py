@@ -15,13 +15,15 @@ character for frame 0 (mask all 1), and for the segment the previous segment's l
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
 video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
-go to the transformer as `Conditioning.pose` and `.face`. Each segment is decoded; its last P
-frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
-noise of seed + k (segment 0: the run's noise).
+go to the transformer as `Conditioning.pose` and `.face`. The loop is the shared one
+(domain/modes/segments.py): each segment is decoded, its last P frames, unrounded, condition the
+next, and its new frames are emitted; segment k starts from the noise of seed + k (segment 0: the
+run's noise).
 
 The latents, the decoded frames and the conditioning made of them stay where the adapters made
 them (the device), combined there through `array_namespace`; only each segment's new frames,
-rounded to uint8, come to the host.
+rounded to uint8, come to the host. The driving videos are held as given; each segment pads and
+converts its own frames.
 """
 
 from __future__ import annotations
@@ -36,13 +38,7 @@ from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs.fields import InputRefusal
 from wanjax.domain.modes.animate.inputs import INPUTS, NAMES
 from wanjax.domain.modes.animate.options import AnimateOptions
-from wanjax.domain.modes.animate.videos import (
-    AnimateVideos,
-    Segments,
-    nearest_resized,
-    reflect_padded,
-    segment_mask,
-)
+from wanjax.domain.modes.animate.videos import AnimateVideos, animate_segments, nearest_resized, segment_mask
 from wanjax.domain.modes.base import (
     GenerationMode,
     Generated,
@@ -51,6 +47,7 @@ from wanjax.domain.modes.base import (
     ReceivedShapes,
     array_namespace,
 )
+from wanjax.domain.modes.segments import Segments, Window, generate_in_segments, window_of
 
 if TYPE_CHECKING:
     from wanjax.domain.latents import LatentGeometry
@@ -102,7 +99,7 @@ class Animate(GenerationMode):
     def segments(self, pose: np.ndarray, request: GenerationRequest) -> Segments:
         """How the pose video splits into the request's segments."""
         options = self.options_of(request)
-        return Segments(len(pose), options.segment_frame_length, options.prev_segment_conditioning_frames)
+        return animate_segments(len(pose), options.segment_frame_length, options.prev_segment_conditioning_frames)
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """One segment's latents: the reference frame, then the segment's latent frames."""
@@ -114,6 +111,12 @@ class Animate(GenerationMode):
 
     def output_frames(self, request: GenerationRequest) -> int:
         return len(request.input("pose_video"))
+
+    def segment_frames(self, request: GenerationRequest) -> int:
+        return self.options_of(request).segment_frame_length
+
+    def segment_count(self, request: GenerationRequest) -> int:
+        return self.segments(request.input("pose_video"), request).count
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The bench's step: the latents' grid is one segment's, the reference frame first."""
@@ -136,7 +139,6 @@ class Animate(GenerationMode):
         with run.span("conditioning"):
             face_size = run.model.transformer.animate.motion_encoder_size
             given = attrs.evolve(given, face=run.stretch(given.face, face_size, face_size))  # as diffusers resizes it
-            videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
             canvas = run.letterbox(request.input("image"), *size, request.sigma_schedule)  # as the run's reference does
             encoded = parts.autoencoder.encode_image(canvas, *size, num_frames=1)
@@ -144,36 +146,23 @@ class Animate(GenerationMode):
             ones = np.ones((*encoded.shape[:-1], temporal), np.float32)
             reference = xp.concat([xp.asarray(ones), encoded], axis=-1)  # [1, 1, H', W', temporal + C]
             image_context = _character_context(parts.image_encoder, request.input("image"), canvas, request.sigma_schedule)
-        kept, latents, previous, report = [], [], None, None
-        for k, start in enumerate(segments.starts()):
-            window = slice(start, start + segments.length)
-            noise = run.noise if k == 0 else parts.denoiser.noise(request.seed + k, tuple(run.noise.shape))
-            with run.span("conditioning"):
-                channels = _segment_channels(parts.autoencoder, videos, window, previous, k, segments.overlap, temporal)
-                conditioning = Conditioning(
-                    extra_channels=xp.concat([reference, channels], axis=1), image_context=image_context,
-                    pose=parts.autoencoder.encode_video(videos.pose[window][None]), face=videos.face[window][None],
-                )  # fmt: skip
-            denoised = run.denoise(noise, conditioning, part=(k, segments.count))
-            latents.append(denoised.latents)
-            report = denoised.cache_report
-            if run.decode is None and k == segments.count - 1:
-                break  # latents only: the last segment conditions nothing
-            with run.span("vae_decode"):
-                unit = parts.autoencoder.decode_to_unit(denoised.latents[:, 1:])  # [1, L, H, W, 3] in [0, 1]
-                previous = unit[:, -segments.overlap :] * 2.0 - 1.0  # the next segment's, unrounded
-                new = unit if k == 0 else unit[:, segments.overlap :]
-                kept.append(np.asarray(xp.round(new * 255.0).astype(np.uint8)))  # to the host as the output's bytes
-        frames = None
-        if run.decode is not None:
-            frames = np.concatenate(kept, axis=1)[:, : len(given.pose)]
-        return Generated(latents=xp.concat(latents, axis=1), frames=frames, cache_report=report)
+
+        def conditioning(window: Window, previous: Any) -> Conditioning:
+            videos = _Videos.of(given, window, run.geometry)
+            channels = _segment_channels(parts.autoencoder, videos, previous, window.given, temporal)
+            return Conditioning(
+                extra_channels=xp.concat([reference, channels], axis=1), image_context=image_context,
+                pose=parts.autoencoder.encode_video(videos.pose[None]), face=videos.face[None],
+            )  # fmt: skip
+
+        return generate_in_segments(run, segments, conditioning, video_latents=lambda latents: latents[:, 1:])
 
 
 @attrs.frozen
 class _Videos:
-    """The driving videos padded to the segments' frames: pose and background [N', H, W, 3] and
-    face [N', S, S, 3] in [-1, 1], the character mask [N', H', W'] at latent size."""
+    """One segment's driving frames, padded where the segments run past the videos: pose and
+    background [L, H, W, 3] and face [L, S, S, 3] in [-1, 1], the character mask [L, H', W'] at
+    latent size."""
 
     pose: np.ndarray
     face: np.ndarray
@@ -181,12 +170,12 @@ class _Videos:
     character: np.ndarray | None
 
     @classmethod
-    def of(cls, videos: AnimateVideos, count: int, geometry: LatentGeometry) -> _Videos:
-        background = None if videos.background is None else unit_pixels(reflect_padded(videos.background, count))
+    def of(cls, videos: AnimateVideos, window: Window, geometry: LatentGeometry) -> _Videos:
+        background = None if videos.background is None else unit_pixels(window_of(videos.background, window))
         character = None
         if videos.mask is not None:
-            character = nearest_resized(reflect_padded(videos.mask, count), geometry.height, geometry.width)
-        pose, face = (unit_pixels(reflect_padded(v, count)) for v in (videos.pose, videos.face))
+            character = nearest_resized(window_of(videos.mask, window), geometry.height, geometry.width)
+        pose, face = (unit_pixels(window_of(v, window)) for v in (videos.pose, videos.face))
         return cls(pose, face, background, character)
 
 
@@ -207,23 +196,20 @@ def animate_videos(request: GenerationRequest) -> AnimateVideos:
     )  # fmt: skip
 
 
-def _segment_channels(
-    autoencoder: Any, videos: _Videos, window: slice, previous: Any, index: int, given: int, temporal: int
-) -> Any:
+def _segment_channels(autoencoder: Any, videos: _Videos, previous: Any, given: int, temporal: int) -> Any:
     """[1, F', H', W', temporal + C]: the segment's mask, then its conditioning video's latents: the
     background (or black) with the previous segment's last `given` frames (`previous`, on the
     device where it was decoded) over its first."""
-    length = window.stop - window.start
+    length = len(videos.pose)
     if videos.background is not None:
-        video = videos.background[window][None]
+        video = videos.background[None]
     else:
         video = np.zeros((1, length, *videos.pose.shape[1:]), np.float32)
     if previous is not None:
         xp = array_namespace(previous)
         video = xp.concat([previous, xp.asarray(video[:, given:])], axis=1)
     latents = autoencoder.encode_video(video)
-    character = None if videos.character is None else videos.character[window]
-    mask = segment_mask(length, *latents.shape[2:4], temporal, given if index > 0 else 0, character)
+    mask = segment_mask(length, *latents.shape[2:4], temporal, given, videos.character)
     xp = array_namespace(latents)
     return xp.concat([xp.asarray(mask[None]), latents], axis=-1)
 

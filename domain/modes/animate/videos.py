@@ -1,11 +1,11 @@
 """Wan 2.2 Animate's inputs and arithmetic, pure host numbers: how a driving video splits into segments,
 how short inputs are padded, and the conditioning masks (diffusers' WanAnimatePipeline).
 
-A video of N driving frames runs as segments of `segment_frame_length` (L) frames; segment
-k > 0 starts `prev_segment_conditioning_frames` (P) frames before segment k-1 ended and takes
-those P generated frames as its conditioning, so each segment adds L - P new frames. The
-driving videos are padded to the frames the segments cover by walking back and forth through
-them (1 2 3 4 5 4 3 2 1 2 ...), and the output is cut back to N frames.
+A video of N driving frames runs as segments (domain/modes/segments.py) of `segment_frame_length`
+(L) frames; segment k > 0 starts `prev_segment_conditioning_frames` (P) frames before segment k-1
+ended and takes those P generated frames as its conditioning, so each segment adds L - P new
+frames. The driving videos are padded to the frames the segments cover by walking back and forth
+through them (1 2 3 4 5 4 3 2 1 2 ...), and the output is cut back to N frames.
 
 Mode "animate" makes the character of a reference image move; "replace" puts it into a
 background video where a mask (1: the character's region) says.
@@ -19,64 +19,31 @@ import numpy as np
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs.fields import InputRefusal
 from wanjax.domain.modes.animate.inputs import NAMES
+from wanjax.domain.modes.segments import Segments
 
 PREV_SEGMENT_CONDITIONING_FRAMES = (1, 5)
 """The conditioning lengths diffusers accepts (the official code's `refert_num` too)."""
 
 
-@attrs.frozen
-class Segments:
-    """The segment layout of `frames` driving frames (see the module docstring)."""
-
-    frames: int
-    length: int
-    overlap: int
-
-    def __attrs_post_init__(self) -> None:
-        if self.overlap not in PREV_SEGMENT_CONDITIONING_FRAMES:
-            raise InvalidRequestError(
-                f"prev_segment_conditioning_frames={self.overlap}: must be one of "
-                f"{', '.join(map(str, PREV_SEGMENT_CONDITIONING_FRAMES))} (as diffusers and the official code)"
-            )
-        if self.length <= self.overlap or (self.length - 1) % 4:
-            raise InvalidRequestError(
-                f"segment_frame_length={self.length}: must be 4k + 1 frames (the VAE's temporal compression) and "
-                f"longer than prev_segment_conditioning_frames={self.overlap}, e.g. 77"
-            )
-        if self.frames <= self.overlap:
-            raise InvalidRequestError(
-                f"the pose video has {self.frames} frame(s); Animate needs more than "
-                f"prev_segment_conditioning_frames={self.overlap}"
-            )
-
-    @property
-    def step(self) -> int:
-        """New frames per segment."""
-        return self.length - self.overlap
-
-    @property
-    def count(self) -> int:
-        return -(-(self.frames - self.overlap) // self.step)
-
-    @property
-    def padded_frames(self) -> int:
-        """Driving frames the segments cover (the inputs are padded to this many)."""
-        return self.count * self.step + self.overlap
-
-    def starts(self) -> range:
-        """Each segment's first driving frame."""
-        return range(0, self.count * self.step, self.step)
-
-
-def reflect_padded(frames: np.ndarray, count: int) -> np.ndarray:
-    """frames [N, ...] walked back and forth (1 2 3 2 1 2 ...) to `count` frames (diffusers'
-    `pad_video_frames`; one frame repeats)."""
-    n = len(frames)
-    if n == 1:
-        return np.repeat(frames, count, axis=0)
-    period = 2 * (n - 1)
-    index = np.arange(count) % period
-    return frames[np.where(index < n, index, period - index)]
+def animate_segments(frames: int, length: int, overlap: int) -> Segments:
+    """The segments of a `frames`-frame pose video, `length` frames each (segment_frame_length) taking
+    `overlap` (prev_segment_conditioning_frames) from the last, as diffusers and the official code
+    allow them."""
+    if overlap not in PREV_SEGMENT_CONDITIONING_FRAMES:
+        raise InvalidRequestError(
+            f"prev_segment_conditioning_frames={overlap}: must be one of "
+            f"{', '.join(map(str, PREV_SEGMENT_CONDITIONING_FRAMES))} (as diffusers and the official code)"
+        )
+    if length <= overlap or (length - 1) % 4:
+        raise InvalidRequestError(
+            f"segment_frame_length={length}: must be 4k + 1 frames (the VAE's temporal compression) and "
+            f"longer than prev_segment_conditioning_frames={overlap}, e.g. 77"
+        )
+    if frames <= overlap:
+        raise InvalidRequestError(
+            f"the pose video has {frames} frame(s); Animate needs more than prev_segment_conditioning_frames={overlap}"
+        )
+    return Segments(frames, length, overlap)
 
 
 def frame_mask_channels(mask: np.ndarray, temporal: int) -> np.ndarray:
