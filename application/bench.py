@@ -278,10 +278,8 @@ def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioni
     shapes = ReceivedShapes(
         transformer=a.transformer, vae=a.vae, latent_grid=(g.frames, g.height, g.width), image_tokens=a.image_tokens
     )
-    received = mode.received(shapes)  # in Conditioning's field order: the random draws keep that order
-    conditioning = Conditioning(
-        *(None if shape is None else rng.standard_normal(shape, dtype=np.float32) for shape in received)
-    )
+    received = mode.received(shapes)  # drawn in Conditioning's order (fields, then extension inputs)
+    conditioning = received.map(lambda shape, split: rng.standard_normal(shape, dtype=np.float32))
     return context, negative, conditioning
 
 

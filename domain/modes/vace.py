@@ -23,6 +23,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.base import (
     GenerationMode,
@@ -192,7 +193,7 @@ class Vace(GenerationMode):
         return {"vace": VaceInputs(video=media.get("video"), mask=media.get("mask"), references=references)}
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
-        return Conditioning(control=(1, *shapes.latent_grid, shapes.transformer.vace_in_channels))
+        return Conditioning(extensions=VACE_EXTENSION.given(control=(1, *shapes.latent_grid, shapes.transformer.vace_in_channels)))
 
     def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
         request, vae = run.request, run.model.vae
@@ -201,7 +202,7 @@ class Vace(GenerationMode):
             run.parts.autoencoder, video, mask, references, frames=request.num_frames, height=request.height,
             width=request.width, temporal=vae.temporal_compression, spatial=vae.spatial_compression,
         )  # fmt: skip
-        return run.noise, Conditioning(control=control)
+        return run.noise, Conditioning(extensions=VACE_EXTENSION.given(control=control))
 
     def video_latents(self, request: GenerationRequest, latents: Any) -> Any:
         return latents[:, self.reference_frames(request) :]  # the reference images' frames are not video

@@ -15,7 +15,7 @@ character for frame 0 (mask all 1), and for the segment the previous segment's l
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
 video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
-go to the transformer as `Conditioning.pose` and `.face`. Each segment is decoded; its last P
+go to the transformer as the Animate extension's inputs (`Conditioning.extensions["animate"]`). Each segment is decoded; its last P
 frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
 noise of seed + k (segment 0: the run's noise).
 
@@ -32,6 +32,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.modes.animate.videos import (
     AnimateVideos,
@@ -130,8 +131,9 @@ class Animate(GenerationMode):
         return Conditioning(
             extra_channels=(1, frames, height, width, t.in_channels - t.out_channels),
             image_context=(1, shapes.image_tokens, t.image_dim),
-            pose=(1, frames - 1, height, width, t.out_channels),
-            face=(1, 4 * (frames - 1) - 3, size, size, 3),
+            extensions=ANIMATE_EXTENSION.given(
+                pose=(1, frames - 1, height, width, t.out_channels), face=(1, 4 * (frames - 1) - 3, size, size, 3)
+            ),
         )
 
     def generate(self, run: ModeRun) -> Generated:
@@ -160,7 +162,9 @@ class Animate(GenerationMode):
                 channels = _segment_channels(parts.autoencoder, videos, window, previous, k, segments.overlap, temporal)
                 conditioning = Conditioning(
                     extra_channels=xp.concat([reference, channels], axis=1), image_context=image_context,
-                    pose=parts.autoencoder.encode_video(videos.pose[window][None]), face=videos.face[window][None],
+                    extensions=ANIMATE_EXTENSION.given(
+                        pose=parts.autoencoder.encode_video(videos.pose[window][None]), face=videos.face[window][None]
+                    ),
                 )  # fmt: skip
             denoised = run.denoise(noise, conditioning, part=(k, segments.count))
             latents.append(denoised.latents)
