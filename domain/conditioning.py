@@ -45,7 +45,8 @@ class Conditioning(NamedTuple):
         fields = {}
         for name in _INPUT_FIELDS:
             if name not in GUIDANCE_ROWS:
-                raise TypeError(f"Conditioning.{name} declares no RowSplit: add it to domain/conditioning.GUIDANCE_ROWS")
+                fix = "add it to domain/conditioning.GUIDANCE_ROWS"
+                raise TypeError(f"Conditioning.{name} declares no RowSplit: {fix}")
             value = getattr(self, name)
             fields[name] = None if value is None else fn(value, GUIDANCE_ROWS[name])
         if self.extensions is not None:

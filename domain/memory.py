@@ -38,7 +38,6 @@ from wanjax.domain.attention import MATERIALISES_LOGITS
 from wanjax.domain.block_parameters import base_parameters, block_parameters
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.base import ExtensionCost
-from wanjax.domain.extensions.registry import extensions_of
 from wanjax.domain.offload import OFFLOAD_ORDER, moves_components, streams_blocks
 from wanjax.domain.sizes import DTYPE_BYTES
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -166,7 +165,7 @@ def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
 
 
 def _extension_costs(spec: TransformerSpec) -> list[ExtensionCost]:
-    return [extension.cost(spec) for extension in extensions_of(spec)]
+    return [extension.cost(spec) for extension in spec.extensions]
 
 
 def plan_memory(
@@ -307,7 +306,8 @@ def _step_activations(work: Workload, platform: str) -> int:
         _, kernels = transformer_parameters(spec)
         upcast = int(CPU_BF16_UPCAST * kernels / (spec.num_layers + sum(c.extra_blocks for c in costs)) * 4)
     # what the extensions hold while the base blocks run (a VACE model: all its hints [V, rows, tokens, D])
-    held = sum(c.held_token_arrays for c in costs) * rows * tokens * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
+    held = sum(c.held_token_arrays for c in costs) * rows * tokens * spec.inner_dim
+    held *= DTYPE_BYTES[work.activations_dtype]
     return int(stream) + logits + upcast + held
 
 

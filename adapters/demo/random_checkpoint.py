@@ -24,7 +24,6 @@ import attrs
 from wanjax.adapters.demo.random_tensors import write_random_safetensors
 from wanjax.domain.architectures import Architecture
 from wanjax.domain.errors import UnsupportedModelError
-from wanjax.domain.extensions.registry import extensions_of
 
 UNIPC_SCHEDULER = {
     "_class_name": "UniPCMultistepScheduler",
@@ -90,7 +89,7 @@ def write_random_checkpoint(
 
     if text_encoder["vocab_size"] < DEMO_VOCAB_SIZE:
         raise ValueError(f"text encoder vocab_size {text_encoder['vocab_size']}: the tokenizer has {DEMO_VOCAB_SIZE} ids")
-    if architecture.image_tokens or extensions_of(architecture.transformer):
+    if architecture.image_tokens or architecture.transformer.extensions:
         raise UnsupportedModelError(
             "the random checkpoint writer writes text-to-video architectures (Wan 2.1 T2V, Wan 2.2 T2V "
             "A14B and TI2V-5B): this one needs an image encoder or a model extension's inputs (VACE, Animate)"

@@ -27,12 +27,16 @@ class ExtensionCost:
     extra_blocks: transformer blocks it runs beside the base ones, each with its own
       cross-attention K/V in the KV cache (VACE's hint blocks).
     held_token_arrays: [rows, tokens, D] arrays it holds while the base blocks run (VACE's hints).
+    token_kernels: the matmul kernel entries every video token goes through once outside those
+      blocks, for the FLOP count (domain/flops.py; VACE's control patch embedding, proj_in and
+      hint projections; Animate's face adapters are not counted yet).
     """
 
     parameters: int
     kernels: int = 0
     extra_blocks: int = 0
     held_token_arrays: int = 0
+    token_kernels: int = 0
 
 
 @attrs.frozen
@@ -43,7 +47,8 @@ class ModelExtension:
     inputs: its conditioning inputs by name, each with how it splits across the guidance rows
       (none: it reads only what every model reads, as I2V's image tokens).
     present: whether a model of this spec has it.
-    cost: its parameter count and what it holds, for the memory plan (domain/memory.py).
+    cost: its parameter count and what it holds and runs, for the memory plan (domain/memory.py)
+      and the FLOP count (domain/flops.py).
     """
 
     name: str

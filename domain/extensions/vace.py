@@ -22,6 +22,7 @@ def _cost(spec: TransformerSpec) -> ExtensionCost:
         kernels=hints * (kernels + d * d),
         extra_blocks=hints,
         held_token_arrays=hints,
+        token_kernels=p * spec.vace_in_channels * d + (1 + hints) * d * d,
     )
 
 

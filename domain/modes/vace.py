@@ -193,7 +193,8 @@ class Vace(GenerationMode):
         return {"vace": VaceInputs(video=media.get("video"), mask=media.get("mask"), references=references)}
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
-        return Conditioning(extensions=VACE_EXTENSION.given(control=(1, *shapes.latent_grid, shapes.transformer.vace_in_channels)))
+        control = (1, *shapes.latent_grid, shapes.transformer.vace_in_channels)
+        return Conditioning(extensions=VACE_EXTENSION.given(control=control))
 
     def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
         request, vae = run.request, run.model.vae

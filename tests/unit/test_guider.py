@@ -1,5 +1,6 @@
 """The guider lays out the guidance rows as each conditioning input declares (domain/conditioning's
-GUIDANCE_ROWS, a model extension's `inputs`) and combines the rows' predictions; each expert's steps get that expert's scale."""
+GUIDANCE_ROWS, a model extension's `inputs`) and combines the rows' predictions; each expert's
+steps get that expert's scale."""
 
 from __future__ import annotations
 

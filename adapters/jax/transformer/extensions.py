@@ -17,5 +17,5 @@ EXTENSIONS: tuple[TransformerExtension, ...] = (
 
 
 def transformer_extensions(spec: TransformerSpec) -> tuple[TransformerExtension, ...]:
-    """The extensions a model of this spec has, in `EXTENSIONS`' order."""
-    return tuple(extension for extension in EXTENSIONS if extension.model.present(spec))
+    """The extensions a model of this spec has (`spec.extensions`), in `EXTENSIONS`' order."""
+    return tuple(extension for extension in EXTENSIONS if extension.model in spec.extensions)

@@ -125,7 +125,7 @@ class WanTransformer(nnx.Module):
         image = None if image_context is None else self.condition_embedder.image(image_context)  # [B, M, D]
         kv = stacked_key_values(self.blocks, text, image, stream=stream)
         own = {name: module.key_values(text, image) for name, module in self.extension_modules()}
-        own = {name: kv for name, kv in own.items() if kv is not None}
+        own = {name: blocks_kv for name, blocks_kv in own.items() if blocks_kv is not None}
         return self._pin_kv(kv._replace(extensions=own or None))
 
     def _pin_kv(self, kv: CrossAttentionKV) -> CrossAttentionKV:

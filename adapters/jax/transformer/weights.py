@@ -1,8 +1,8 @@
 """Diffusers-format weights <-> `WanTransformer` parameters.
 
 One table (`weight_names`, plus each of the model's extensions' `weights`: VACE's, Animate's,
-the I2V image embedder's) maps each diffusers tensor name to a parameter path and a layout change; loading and exporting both walk it, so the two
-directions cannot drift apart.
+the I2V image embedder's) maps each diffusers tensor name to a parameter path and a layout
+change; loading and exporting both walk it, so the two directions cannot drift apart.
 
 Dtypes follow the model's parameters: `runtime.param_dtype` everywhere except what
 diffusers keeps in fp32 (`_keep_in_fp32_modules`, matched per dotted name component),

@@ -15,8 +15,8 @@ character for frame 0 (mask all 1), and for the segment the previous segment's l
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
 video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
-go to the transformer as the Animate extension's inputs (`Conditioning.extensions["animate"]`). Each segment is decoded; its last P
-frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
+go to the transformer as the Animate extension's inputs (`Conditioning.extensions["animate"]`).
+Each segment is decoded; its last P frames, unrounded, condition the next, and its new frames are kept. Segment k starts from the
 noise of seed + k (segment 0: the run's noise).
 
 The latents, the decoded frames and the conditioning made of them stay where the adapters made
