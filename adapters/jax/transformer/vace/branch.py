@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.typing import ArrayLike
 
 from wanjax.adapters.jax.sharding.activations import constrain
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock
@@ -82,13 +81,7 @@ class VaceBranch(NoExtensionHooks, nnx.Module):
         latents [B, F, H, W, C]; inputs["scale"] (optional): one number or one per hint [V] (default 1)."""
         if "control" not in inputs:
             raise ValueError("this VACE transformer needs control latents")
-        return self.control(inputs["control"], inputs.get("scale"), latent_shape)
-
-    def control(
-        self, control_latents: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
-    ) -> VaceControl:
-        """control_latents [B, Fc, H, W, vace_in_channels] with Fc <= F of the latents
-        [B, F, H, W, C]; scale one number or one per hint [V] (None: 1)."""
+        control_latents, scale = inputs["control"], inputs.get("scale")
         spec, hints = self.spec, len(self.spec.vace_layers)
         b, f, h, w = latent_shape[:4]
         shape = tuple(control_latents.shape)
@@ -138,10 +131,6 @@ class VaceBranch(NoExtensionHooks, nnx.Module):
         names = (None, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
         return constrain(self.activation_sharding, scaled, *names)
 
-    def _pin(self, x: jax.Array) -> jax.Array:
-        return constrain(self.activation_sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
-
-
     def layer_slots(self) -> np.ndarray:
         """[num_layers] int32: after base block i add hint slots[i]; -1 where none."""
         slots = np.full(self.spec.num_layers, -1, np.int32)
@@ -151,3 +140,6 @@ class VaceBranch(NoExtensionHooks, nnx.Module):
     def after_block(self, x: jax.Array, hints: jax.Array, slot: jax.Array | int) -> jax.Array:
         """x [B, S, D] plus hints[slot] ([V, B, S, D], scaled), or x itself where slot < 0."""
         return jnp.where(slot >= 0, x + hints[jnp.maximum(slot, 0)], x)
+
+    def _pin(self, x: jax.Array) -> jax.Array:
+        return constrain(self.activation_sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
