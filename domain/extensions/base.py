@@ -49,12 +49,15 @@ class ModelExtension:
     present: whether a model of this spec has it.
     cost: its parameter count and what it holds and runs, for the memory plan (domain/memory.py)
       and the FLOP count (domain/flops.py).
+    cut: (spec, n) -> the spec fields of its own that change when the model keeps its first n base
+      blocks (`wanjax bench --layers`; VACE keeps the hints of those blocks); none by default.
     """
 
     name: str
     inputs: Mapping[str, RowSplit]
     present: Callable[[TransformerSpec], bool]
     cost: Callable[[TransformerSpec], ExtensionCost]
+    cut: Callable[[TransformerSpec, int], Mapping[str, Any]] = lambda spec, layers: {}
 
     def given(self, **arrays: Any) -> dict[str, dict[str, Any]]:
         """`Conditioning.extensions` holding these inputs of this extension (None ones left out)."""
