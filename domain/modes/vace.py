@@ -23,8 +23,8 @@ import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
-from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.modes.base import (
     GenerationMode,
     InputField,

@@ -32,8 +32,8 @@ import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
-from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.modes.animate.videos import (
     AnimateVideos,
     Segments,
