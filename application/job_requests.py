@@ -6,46 +6,49 @@ as `input_reference`) and, as extensions, GenerationRequest's own; `num_frames`,
 `height` win over `seconds` and `size`.
 
 Media are read as the mode that takes them reads them (Animate's `input_reference` is its
-character, image-to-video's its first frame). They are checked from their headers (format, size,
-frame count) and kept as the client's bytes: a validated request holds stand-ins in their place,
+character, image-to-video's its first frame), each through its kind's registered reader
+(adapters/media/readers.py). They are probed and checked from their headers (format, size,
+frame count, length) and kept as the client's bytes: a validated request holds stand-ins in their place,
 views of one black pixel in the shape decoding will give, so that every check sees the sizes and
 lengths it checks; the job's media are decoded when it runs (`request_from_record`), so a queued
-job costs its files on disk, not their pixels."""
+job costs its files on disk, not their pixels. Refusals name inputs by their HTTP fields
+(domain/inputs/fields.InputRefusal)."""
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import attrs
 
-from wanjax.adapters.media.mode_inputs import decode_input, input_shape, stand_in
+from wanjax.adapters.media.readers import probe_input, read_input, stand_in
 from wanjax.application.lora_folder import LoraFolder, lora_fields
 from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.base import GenerationMode, InputKind
+from wanjax.domain.inputs.fields import Entrypoint, named_for
+from wanjax.domain.inputs.kinds import PixelKind
+from wanjax.domain.inputs.reader import VideoSize
+from wanjax.domain.modes.base import GenerationMode
 from wanjax.domain.modes.registry import MODES, http_fields, mode_of_inputs, requested_mode
 from wanjax.domain.numbers import parse_decimal, parse_whole, shown
 from wanjax.domain.requests import GenerationRequest
 
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
 """The client's file fields -> the modes' inputs they fill (png/jpg images, mp4 videos)."""
-CLI_ONLY_MODES = [mode for mode in MODES if mode.inputs and not any(field.http for field in mode.inputs)]
 REFUSED_FIELDS = {
     "cache": "set by the server (--set cache_policy=...), not per request",
-    **{name: f"{mode.name} inputs are taken by `wanjax generate` only" for mode in CLI_ONLY_MODES
-       for name in mode.selected_by},
-    **{name: f"send it as the file `{client}`" for client, name in MEDIA_FIELDS.items() if client != name},
+    "inputs": "send each input as its file",
+    "options": "send each option as its own field (e.g. strength)",
+    **{field.name: f"{mode.name} inputs are taken by `wanjax generate` only" for mode in MODES
+       for field in mode.inputs if field.name not in MEDIA_FIELDS.values()},
+    **{name: f"send it as the file `{client}`" for client, name in MEDIA_FIELDS.items()},
 }  # fmt: skip
-CLI_FLAGS = {field.flag: client for client, field in http_fields().items()}
-"""The CLI's flags that the domain's messages name, and the fields a client gives instead."""
-CLI_ONLY_FIELDS = tuple(name for mode in CLI_ONLY_MODES for name in mode.selected_by)
-NOT_RECORDED = ("prompt", *MEDIA_FIELDS.values(), "inputs", *CLI_ONLY_FIELDS, "cache")
-"""Request fields a job's record holds elsewhere (the prompt first, media as files) or not at all."""
+NOT_RECORDED = ("prompt", "inputs", "options", "cache")
+"""Request fields a job's record holds elsewhere (the prompt first, media as files, options by
+their names) or not at all."""
 RECORD_ONLY = ("media", "media_shapes", "output_frames")
 """What a job's record holds besides request fields: its media files' names and shapes, and the
 frames of the video it makes (Animate's: its pose video's)."""
@@ -88,14 +91,17 @@ def validated_request(
         files = {MEDIA_FIELDS[client]: data for client, data in media.items()}
         mode = media_mode(files)
         mode.check_model(service.traits)  # before the files are read: a model without the mode takes none
-        shapes = media_shapes(files, mode, fields.get("num_frames", config.sampling.num_frames))
-        size = {name: _stand_in_side(fields.get(name, getattr(config.sampling, name))) for name in ("height", "width")}
-        request = config.request(prompt, **fields, **mode.from_media(stand_in_media(shapes, mode, **size)))
+        size = VideoSize(
+            fields.get("num_frames", config.sampling.num_frames),
+            *(_stand_in_side(fields.get(name, getattr(config.sampling, name))) for name in ("height", "width")),
+        )
+        shapes = media_shapes(files, mode, size)
+        request = config.request(prompt, **fields, **stand_in_media(shapes, mode, size))
         service.check([request])
         check_memory(request)
-        check_pixels(shapes, request)
+        check_pixels(shapes, mode, request)
     except InvalidRequestError as err:
-        message = _named_by_client(str(err), given, used)
+        message = _named_by_client(named_for(err, Entrypoint.HTTP), given, used)
         raise InvalidRequestError(message if loras is None else loras.in_clients_terms(message)) from None
     return request
 
@@ -107,28 +113,25 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     request on any server (`request_from_record`), whatever that server's defaults."""
     values = attrs.asdict(request, recurse=False)
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
+    if request.options is not None:
+        record.update(attrs.asdict(request.options))
     if request.sample_timesteps is not None:
         record["sample_timesteps"] = list(request.sample_timesteps)
     record.update({name: [attrs.asdict(spec) for spec in getattr(request, name)] for name in REQUEST_LORA_FIELDS})
-    media = [name for name in MEDIA_FIELDS.values() if request.input(name) is not None]
-    kinds = {field.name: field.kind for field in media_mode(media).inputs}
-    shapes = {name: _shape(kinds[name], request.input(name)) for name in media}
-    frames = requested_mode(request).output_frames(request)
+    mode = requested_mode(request)
+    media = list(request.inputs)
+    shapes = {field.name: list(field.kind.probe_of(request.input(field.name))) for field in mode.inputs
+              if field.name in request.inputs}  # fmt: skip
+    frames = mode.output_frames(request)
     return {"prompt": request.prompt, **record, "media": media, "media_shapes": shapes, "output_frames": frames}
-
-
-def _shape(kind: InputKind, pixels: Any) -> list[int]:
-    """(frames, height, width) of an input's pixels (an image: one frame; canvas images: the first's)."""
-    pixels = pixels[0] if kind is InputKind.CANVAS_IMAGES else pixels
-    return list(pixels.shape[:3]) if kind.is_video else [1, *pixels.shape[:2]]
 
 
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, with its media (file bytes by request field) decoded."""
     fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
     mode = media_mode(record["media"])
-    decoded = decoded_media(media, mode, fields["num_frames"], fields["height"], fields["width"])
-    return config.request(fields.pop("prompt"), **fields, **mode.from_media(decoded))
+    decoded = decoded_media(media, mode, VideoSize(fields["num_frames"], fields["height"], fields["width"]))
+    return config.request(fields.pop("prompt"), **fields, **decoded)
 
 
 def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> GenerationRequest:
@@ -137,44 +140,37 @@ def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> Gener
     # a record written before `media_shapes` holds an image or a first-frames video: any size will do
     shapes = record.get("media_shapes") or {name: (fields["num_frames"], 1, 1) for name in record["media"]}
     mode = media_mode(record["media"])
-    stand_ins = stand_in_media(shapes, mode, height=fields["height"], width=fields["width"])
-    return config.request(fields.pop("prompt"), **fields, **mode.from_media(stand_ins))
+    size = VideoSize(fields["num_frames"], fields["height"], fields["width"])
+    return config.request(fields.pop("prompt"), **fields, **stand_in_media(shapes, mode, size))
 
 
-def media_mode(names: Collection[str]) -> GenerationMode:
-    """The mode whose HTTP file fields take the inputs `names` (request fields): the one that reads
-    them (InvalidRequestError, naming the inputs to drop, where no one mode takes them all)."""
-    return mode_of_inputs(list(names), None, over_http=True)
+def media_mode(files: Collection[str]) -> GenerationMode:
+    """The mode whose HTTP file fields take the inputs `files` (by request field): the one that reads
+    them (InvalidRequestError, naming the fields to drop, where no one mode takes them all)."""
+    return mode_of_inputs([_client_name(name) for name in files], None, Entrypoint.HTTP)
 
 
-def media_shapes(files: Mapping[str, bytes], mode: GenerationMode, num_frames: Any) -> dict[str, tuple[int, int, int]]:
-    """(frames, height, width) of each client file (by request field) as `mode` reads it: a video its
-    first `num_frames` frames (at least that many), or its every frame for a whole-video input; an
-    image one frame. Read from headers and packets, nothing decoded."""
-    kinds = {field.name: field.kind for field in mode.inputs}
-    shapes = {}
-    for name, data in files.items():
-        if kinds[name].is_video and not kinds[name].is_whole:
-            _check_frame_count(num_frames)
-        shapes[name] = input_shape(kinds[name], data, num_frames, f"{_client_name(name)} (the request's file)")
-    return shapes
+def media_shapes(files: Mapping[str, bytes], mode: GenerationMode, size: VideoSize) -> dict[str, tuple[float, ...]]:
+    """Each client file's probe (by request field) as `mode` reads it, checked (a video's frames and
+    size, a sound's length): read from headers and packets, nothing decoded."""
+    fields = {field.name: field for field in mode.inputs}
+    return {name: probe_input(fields[name].kind, data, _named(name), size) for name, data in files.items()}
 
 
-def stand_in_media(
-    shapes: Mapping[str, tuple[int, int, int]], mode: GenerationMode, *, height: int, width: int
-) -> dict[str, Any]:
-    """Inputs as stand-ins (`mode_inputs.stand_in`), each in the shape `mode` reads its file of
-    (frames, height, width) `shapes` in for a height x width video: what the checks see of media
-    not yet decoded (a pose video's length, a face video's size)."""
-    return {field.name: stand_in(field.kind, shapes[field.name], height, width) for field in mode.inputs
+def stand_in_media(shapes: Mapping[str, Any], mode: GenerationMode, size: VideoSize) -> dict[str, Any]:
+    """Inputs as stand-ins (`readers.stand_in`), each as `mode` reads its file of probe `shapes`
+    for a video of `size`: what the checks see of media not yet decoded (a pose video's length, a
+    face video's size)."""
+    return {field.name: stand_in(field.kind, shapes[field.name], size) for field in mode.inputs
             if field.name in shapes}  # fmt: skip
 
 
-def check_pixels(shapes: Mapping[str, tuple[int, int, int]], request: GenerationRequest) -> None:
-    """Each client file's image or frames (`shapes`: by request field, as read) of at most
+def check_pixels(shapes: Mapping[str, Any], mode: GenerationMode, request: GenerationRequest) -> None:
+    """Each client image or video (`shapes`: probes by request field) of at most
     MEDIA_PIXEL_MULTIPLE times the video's pixels."""
     limit = MEDIA_PIXEL_MULTIPLE * request.height * request.width
-    for name, (_, height, width) in shapes.items():
+    pixel_inputs = {field.name for field in mode.inputs if isinstance(field.kind, PixelKind)}
+    for name, (_, height, width) in ((name, shape) for name, shape in shapes.items() if name in pixel_inputs):
         if width * height > limit:
             raise InvalidRequestError(
                 f"{_client_name(name)} (the request's file) is {width}x{height}: for a {request.width}x"
@@ -183,30 +179,16 @@ def check_pixels(shapes: Mapping[str, tuple[int, int, int]], request: Generation
             )
 
 
-def decoded_media(
-    media: Mapping[str, bytes], mode: GenerationMode, num_frames: Any, height: int, width: int
-) -> dict[str, Any]:
-    """Inputs from their files' bytes (by request field), each as `mode` reads it for a height x width
-    video of `num_frames` frames (a video's first `num_frames`, or every frame for a whole-video input)."""
-    kinds = {field.name: field.kind for field in mode.inputs}
-    decoded: dict[str, Any] = {}
-    for name, data in media.items():
-        what = f"{_client_name(name)} (the request's file)"
-        if kinds[name].is_video and not kinds[name].is_whole:
-            _check_frame_count(num_frames)
-        decoded[name] = decode_input(kinds[name], data, what, num_frames=num_frames, height=height, width=width)
-    return decoded
+def decoded_media(media: Mapping[str, bytes], mode: GenerationMode, size: VideoSize) -> dict[str, Any]:
+    """Inputs from their files' bytes (by request field), each as `mode` reads it for a video of `size`."""
+    fields = {field.name: field for field in mode.inputs}
+    return {name: read_input(fields[name].kind, data, _named(name), size) for name, data in media.items()}
 
 
 def _stand_in_side(value: Any) -> int:
     """A side of the stand-ins fitted to the video: the request's, or 1 where it is no positive
     integer (the request then refuses it, naming it)."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 1
-
-
-def _check_frame_count(num_frames: Any) -> None:
-    if not isinstance(num_frames, int) or isinstance(num_frames, bool) or num_frames < 1:
-        raise InvalidRequestError(f"num_frames={num_frames!r}: must be a positive integer of the form 4k+1")
 
 
 def _size_fields(size: Any) -> dict[str, int]:
@@ -236,17 +218,17 @@ def _seconds_fields(seconds: Any, fps: int) -> dict[str, int]:
 
 
 def _named_by_client(message: str, given: Mapping[str, Any], used: Mapping[str, Any]) -> str:
-    """An error in the client's terms: a field it gave as `size` or `seconds` named so, and the
-    CLI's flags in the domain's fixes (`--image PATH`) named as the fields it sends instead."""
-    message = re.sub(_CLI_FLAG_PATTERN, lambda flag: CLI_FLAGS[flag[1]], message)
+    """An error in the client's terms: a field it gave as `size` or `seconds` named so."""
     for client, fields in (("size", ("width", "height")), ("seconds", ("num_frames",))):
         if message.startswith(tuple(f"{name}=" for name in fields if name in used)):
             return f"{client}={shown(given[client])} gives {message}"
     return message
 
 
-_CLI_FLAG_PATTERN = rf"({'|'.join(re.escape(flag) for flag in CLI_FLAGS)})( PATH)?\b"
-
-
 def _client_name(field: str) -> str:
     return next(client for client, name in MEDIA_FIELDS.items() if name == field)
+
+
+def _named(field: str) -> str:
+    """What a refusal about the file of request field `field` calls it."""
+    return f"{_client_name(field)} (the request's file)"

@@ -29,6 +29,7 @@ from wanjax.application.store_queue import StoreQueue
 from wanjax.application.service import GenerationService
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
+from wanjax.domain.inputs.fields import Entrypoint, named_for
 from wanjax.domain.jobs import Job, JobCancelled, JobLost, JobStatus, RunInterrupted
 from wanjax.domain.ports import JobStore
 from wanjax.domain.requests import GenerationRequest
@@ -209,7 +210,7 @@ class JobRunner:
                 request = queued_request(job.request, self._config)
                 self._service.check([request])
             except (WanjaxError, OSError) as err:
-                self._finish(job, JobStatus.FAILED, error=f"cannot be run by this server after its restart: {err}")
+                self._finish(job, JobStatus.FAILED, error=f"cannot be run by this server after its restart: {named_for(err, Entrypoint.HTTP)}")
                 continue
             self._store.update(job.queued_again())
             self._queue.restore(job.id, request)
@@ -318,7 +319,7 @@ class JobRunner:
                 log.exception("jobs %s failed", ", ".join(job_ids))
             for job_id in job_ids:
                 if job_id not in finished:
-                    finish(job_id, JobStatus.FAILED, error=f"{type(err).__name__}: {err}")
+                    finish(job_id, JobStatus.FAILED, error=f"{type(err).__name__}: {named_for(err, Entrypoint.HTTP)}")
 
     def _decoded(self, job: Job) -> GenerationRequest:
         """The job's request with its media read from its folder and decoded."""

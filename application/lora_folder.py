@@ -7,7 +7,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from wanjax.domain.errors import ConfigError, InvalidRequestError
-from wanjax.domain.lora import LORA_SUFFIX, LoraSpec, check_request_loras, checked_scale
+from wanjax.domain.lora import LORA_SUFFIX, MAX_LORA_SCALE, LoraSpec, check_request_loras, checked_scale
 from wanjax.domain.numbers import shown
 
 ITEM_FORM = '{"name": FILE, "scale": NUMBER}'
@@ -45,7 +45,7 @@ class LoraFolder:
             if not isinstance(item, dict) or "name" not in item or not set(item) <= {"name", "scale"}:
                 raise InvalidRequestError(f"{where}={shown(item)}: give an object {ITEM_FORM} (scale optional, 1 by default)")
             try:
-                scale = checked_scale(item.get("scale", 1.0), f"{where}.scale={shown(item.get('scale'))}:")
+                scale = checked_scale(item.get("scale", 1.0), f"{where}.scale={shown(item.get('scale'))}:", limit=MAX_LORA_SCALE)
             except ConfigError as err:
                 raise InvalidRequestError(str(err)) from None
             specs.append(LoraSpec(str(self._file(where, item["name"])), scale))

@@ -12,7 +12,7 @@ import attrs
 import numpy as np
 
 from wanjax.adapters.media.letterbox import character_canvas
-from wanjax.adapters.media.mode_inputs import stretched
+from wanjax.adapters.media.pixel_reader import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
 from wanjax.domain.batch import shared_request

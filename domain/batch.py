@@ -31,13 +31,25 @@ def shared_request(requests: Sequence[GenerationRequest]) -> GenerationRequest:
     first = requests[0]
     shared = [f.name for f in attrs.fields(GenerationRequest) if f.name not in PER_VIDEO_FIELDS]
     for index, request in enumerate(requests[1:], start=1):
-        differing = [name for name in shared if not _same(getattr(request, name), getattr(first, name))]
+        differing = [name for field in shared for name in _differing(field, getattr(request, field), getattr(first, field))]
         if differing:
             raise InvalidRequestError(
                 f"request {index} of the batch differs from request 0 in {', '.join(differing)}; "
                 f"the videos of one batch may differ only in {', '.join(PER_VIDEO_FIELDS)}"
             )
     return first
+
+
+def _differing(field: str, a: object, b: object) -> list[str]:
+    """The names in which request field `field` differs: its own, or for the mode's inputs and
+    options, the input's or option's."""
+    if _same(a, b):
+        return []
+    if field == "inputs":
+        return [name for name in dict.fromkeys([*a, *b]) if not _same(a.get(name), b.get(name))]
+    if field == "options" and type(a) is type(b):
+        return [f.name for f in attrs.fields(type(a)) if not _same(getattr(a, f.name), getattr(b, f.name))]
+    return [field]
 
 
 def _same(a: object, b: object) -> bool:

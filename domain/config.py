@@ -3,7 +3,8 @@ routed into its component's section (domain/settings.py).
 
 Keys that maxdiffusion's Wan configs use keep their names (scan_layers, flow_shift, ...). The
 model, engine, VAE, cache, mesh and start-up sections decide what is loaded and how; the
-sampling section holds the defaults each request may override.
+sampling section holds the defaults each request may override, the mode options section the
+defaults of each mode's options (domain/modes/options.py).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import attrs
 
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.modes.options import ModeOptionDefaults
+from wanjax.domain.modes.registry import check_request, input_names, mode_options
 from wanjax.domain.numbers import parse_decimal, parse_whole, shown
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.scheduling import check_sampler
@@ -44,6 +47,7 @@ SECTIONS: dict[str, type] = {
     "mesh": MeshSettings,
     "startup": StartupSettings,
     "sampling": SamplingDefaults,
+    "mode_options": ModeOptionDefaults,
 }
 """GenerationConfig's sections, by attribute name."""
 
@@ -65,6 +69,7 @@ class GenerationConfig:
     mesh: MeshSettings = attrs.field(factory=MeshSettings)
     startup: StartupSettings = attrs.field(factory=StartupSettings)
     sampling: SamplingDefaults = attrs.field(factory=SamplingDefaults)
+    mode_options: ModeOptionDefaults = attrs.field(factory=ModeOptionDefaults)
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
     """Where each key that is not at its generic default got its value (a preset, a checkpoint,
     --set)."""
@@ -126,20 +131,30 @@ class GenerationConfig:
         return "\n".join(["settings (value, where from):", *lines])
 
     def request(self, prompt: str, **overrides: Any) -> GenerationRequest:
-        """A request with this config's sampling defaults and step cache, overridden where given
-        (None = default)."""
-        names = {f.name for f in attrs.fields(GenerationRequest)}
+        """A request with this config's sampling defaults, mode options and step cache, overridden
+        where given (None = default): request fields, mode inputs by name (`image=pixels`) and mode
+        options by name (`strength=0.6`). The mode those select checks them (registry.check_request)."""
+        given = {k: v for k, v in overrides.items() if v is not None}
+        names = {f.name for f in attrs.fields(GenerationRequest)} - {"inputs", "options"}
+        options = attrs.asdict(self.mode_options, recurse=False)
+        inputs = {name: given.pop(name) for name in input_names() & set(given)}
+        chosen = {name: given.pop(name) for name in set(options) & set(given)}
+        unknown = set(given) - names
+        if unknown:
+            known = sorted(names | input_names() | set(options))
+            raise ConfigError(f"unknown request field(s) {sorted(unknown)}; known: {known}")
         sampling = attrs.asdict(self.sampling, recurse=False)
         values = {name: value for name, value in sampling.items() if name in names}
-        values["cache"] = self.cache
-        values.update({k: v for k, v in overrides.items() if v is not None})
-        unknown = set(values) - names
-        if unknown:
-            raise ConfigError(f"unknown request field(s) {sorted(unknown)}; known: {sorted(names)}")
+        values.update(cache=self.cache, **given)
         try:
-            return GenerationRequest(prompt=prompt, **values)
+            request = GenerationRequest(
+                prompt=prompt, **values, inputs=inputs, options=mode_options(inputs, {**options, **chosen})
+            )
+            check_request(request)
         except InvalidRequestError as err:
-            raise InvalidRequestError(self._with_origin(str(err), overrides)) from None
+            message = self._with_origin(str(err), overrides)
+            raise err if message == str(err) else InvalidRequestError(message) from None
+        return request
 
     def _with_origin(self, message: str, overrides: Mapping[str, Any]) -> str:
         """`message` (which starts `key=value:`) with where the key's value came from, when a preset

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sized
 from typing import Any
 
+import sys
+
 import attrs
 
 from wanjax.domain.errors import ConfigError
@@ -18,8 +20,10 @@ from wanjax.domain.numbers import is_finite_number, parse_decimal, shown
 
 LORA_SUFFIX = ".safetensors"
 MAX_LORA_SCALE = 100.0
-"""A LoRA's scale is from -MAX_LORA_SCALE to MAX_LORA_SCALE (ComfyUI's LoraLoader takes the same
-range; published LoRAs are used at 0.3 to 1.5, a negative scale subtracts a LoRA's change)."""
+"""A request's LoRA scale is from -MAX_LORA_SCALE to MAX_LORA_SCALE (ComfyUI's LoraLoader takes the
+same range; published LoRAs are used at 0.3 to 1.5, a negative scale subtracts a LoRA's change).
+The config's own LoRAs (`--lora`, a preset) take any finite scale, as diffusers'
+`set_adapters` does: the bound guards a server from its clients, not a user from themselves."""
 MAX_LORAS_PER_EXPERT = 8
 """A request's LoRAs of one expert at most: each is merged into the expert's parameters on the
 device for the run, a cost (and a copy of every changed parameter) that grows with their number."""
@@ -73,10 +77,13 @@ def lora_spec(item: Any) -> LoraSpec:
     return LoraSpec(spec.path, checked_scale(spec.scale, f"LoRA {shown(item)}: the scale"))
 
 
-def checked_scale(scale: Any, what: str) -> float:
-    """`scale` as a float from -MAX_LORA_SCALE to MAX_LORA_SCALE; a ConfigError starting with `what`."""
-    if not is_finite_number(scale) or not -MAX_LORA_SCALE <= scale <= MAX_LORA_SCALE:
-        raise ConfigError(f"{what} must be a finite number from {-MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}, e.g. 0.8")
+def checked_scale(scale: Any, what: str, *, limit: float | None = None) -> float:
+    """`scale` as a float, finite (an int too large for a float is not), from -limit to limit when
+    a limit is given; a ConfigError starting with `what`."""
+    bound = sys.float_info.max if limit is None else limit
+    if not is_finite_number(scale) or not -bound <= scale <= bound:
+        span = "" if limit is None else f" from {-limit:g} to {limit:g}"
+        raise ConfigError(f"{what} must be a finite number{span}, e.g. 0.8")
     return float(scale)
 
 
@@ -94,11 +101,15 @@ def parse_lora_specs(items: Iterable[str | LoraSpec]) -> tuple[LoraSpec, ...]:
 
 def check_request_loras(fields: Mapping[str, Sized]) -> None:
     """A request's LoRAs (by field: `loras`, `loras_low`, each one expert's) within
-    MAX_LORAS_PER_EXPERT each and MAX_REQUEST_LORAS together; a ConfigError naming the field."""
+    MAX_LORAS_PER_EXPERT each and MAX_REQUEST_LORAS together, and the scales of those already
+    parsed (LoraSpecs) within MAX_LORA_SCALE; a ConfigError naming the field."""
     for field, specs in fields.items():
         if len(specs) > MAX_LORAS_PER_EXPERT:
             raise ConfigError(f"{field}: {len(specs)} LoRAs; a request applies at most {MAX_LORAS_PER_EXPERT} "
                               "per expert (merge some into one file, or drop some)")  # fmt: skip
+        for spec in specs if isinstance(specs, Iterable) else ():
+            if isinstance(spec, LoraSpec):
+                checked_scale(spec.scale, f"{field}: LoRA {shown(spec.path)}: the scale", limit=MAX_LORA_SCALE)
     total = sum(len(specs) for specs in fields.values())
     if total > MAX_REQUEST_LORAS:
         raise ConfigError(f"{' and '.join(fields)}: {total} LoRAs together; a request applies at most "

@@ -6,7 +6,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import attrs
-import numpy as np
 
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
@@ -19,15 +18,6 @@ from wanjax.domain.scheduling import (
     check_sampler,
     checked_timesteps,
 )
-from wanjax.domain.modes.animate.videos import (
-    DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES,
-    DEFAULT_SEGMENT_FRAME_LENGTH,
-    PREV_SEGMENT_CONDITIONING_FRAMES,
-)
-from wanjax.domain.modes.base import InputKind
-from wanjax.domain.modes.registry import input_kind, requested_mode
-from wanjax.domain.modes.vace import VaceInputs
-from wanjax.domain.modes.video_to_video import DEFAULT_STRENGTH
 
 SIZE_MULTIPLE = 16  # VAE spatial factor 8 x transformer patch 2
 MAX_SEED = 2**63 - 1
@@ -127,45 +117,12 @@ def _text(_: Any, attribute: attrs.Attribute, value: str) -> None:
         )  # fmt: skip
 
 
-def _optional_pixels(kind: InputKind):
-    """Checks an optional input of `kind` (its pixels: domain/modes/base.InputKind)."""
-
-    def check(_: Any, attribute: attrs.Attribute, value: np.ndarray | None) -> None:
-        if value is not None:
-            kind.check(attribute.name, value)
-
-    return check
-
-
-_optional_image = _optional_pixels(InputKind.IMAGE)
-_optional_frames = _optional_pixels(InputKind.VIDEO)
-
-
-def _inputs(value: Any) -> Mapping[str, Any]:
-    """A mode's own inputs, by input name: each a registered mode's input with no field of its own
-    here, its pixels as its kind takes them."""
-    if not isinstance(value, Mapping):
-        _fail("inputs", value, "must be a mapping of input name -> pixels (e.g. {'pose_video': frames})")
-    for name, pixels in value.items():
-        kind = input_kind(name)
-        if kind is None or name in attrs.fields_dict(GenerationRequest):
-            _fail("inputs", f"<{name!r}: ...>", f"{name!r} is no generation mode's own input (domain/modes/)")
-        kind.check(name, pixels)
-    return dict(value)
-
-
-def media_fields(media: Mapping[str, Any]) -> dict[str, Any]:
-    """GenerationRequest's keyword arguments for input media by input name: a field of its own
-    where the request has one (`image`), else an entry of `inputs`."""
-    own = attrs.fields_dict(GenerationRequest)
-    fields = {name: pixels for name, pixels in media.items() if name in own}
-    others = {name: pixels for name, pixels in media.items() if name not in own}
-    return {**fields, "inputs": others} if others else fields
-
-
-def _optional_strength(_: Any, attribute: attrs.Attribute, value: float | None) -> None:
-    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1):
-        _fail(attribute.name, value, "must be a number in (0, 1]: the share of the steps run on the video (0.8 default)")
+def _inputs(value: Any) -> dict[str, Any]:
+    """A mode's inputs by name (domain/modes/: each mode's `InputField`s); their kinds check their
+    values once the mode is known (domain/modes/registry.check_request)."""
+    if not isinstance(value, Mapping) or not all(isinstance(name, str) for name in value):
+        _fail("inputs", value, "must be a mapping of input name -> value (e.g. {'pose_video': frames})")
+    return {name: given for name, given in value.items() if given is not None}
 
 
 def _solver(_: Any, attribute: attrs.Attribute, value: str) -> None:
@@ -199,22 +156,11 @@ def _optional_step_index(_: Any, attribute: attrs.Attribute, value: int | None) 
         _fail(attribute.name, value, f"must be a step index from 0 to {MAX_INFERENCE_STEPS}, or unset")
 
 
-def _segment_length(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not _is_int(value) or not 5 <= value <= MAX_FRAMES or value % 4 != 1:
-        _fail(attribute.name, value, f"must be an integer 4k+1 from 5 to {MAX_FRAMES}: a Wan Animate segment's frames, e.g. 77")
-
-
-def _segment_overlap(_: Any, attribute: attrs.Attribute, value: int) -> None:
-    if not _is_int(value) or value not in PREV_SEGMENT_CONDITIONING_FRAMES:
-        choices = " or ".join(map(str, PREV_SEGMENT_CONDITIONING_FRAMES))
-        _fail(attribute.name, value, f"must be {choices}: the frames a Wan Animate segment takes from the last one")
-
-
 @attrs.frozen(kw_only=True)
 class GenerationRequest:
-    """One generation (from text, a first frame, first and last frames, a video, or VACE's inputs):
-    the prompt, the input media and every sampling choice, resolved. Which mode the media select,
-    and that mode's rules, are `domain/modes/`'s."""
+    """One generation: the prompt and every sampling choice, resolved, with the inputs and options
+    of its mode. Which mode its inputs and options select, and that mode's rules, are
+    `domain/modes/`'s (registry.check_request); this value knows no mode."""
 
     prompt: str = attrs.field(validator=_prompt)
     negative_prompt: str = attrs.field(default="", validator=_text)
@@ -240,29 +186,13 @@ class GenerationRequest:
     """Wan 2.2 A14B: the first step of the low-noise expert (distilled A14B recipes split by
     step index); when set, it replaces boundary_ratio."""
     seed: int = attrs.field(default=0, validator=_seed)
-    image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
-    """The first frame to animate (image-to-video models), RGB uint8 [H, W, 3] at any size."""
-    last_image: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_image)
-    """First-last-frame-to-video: the last frame, with `image` the first (RGB uint8 [H, W, 3], any size)."""
-    video: np.ndarray | None = attrs.field(default=None, eq=False, repr=False, validator=_optional_frames)
-    """Video-to-video: the source frames, RGB uint8 [F, H, W, 3] at any size; its first
-    num_frames frames are used."""
-    strength: float | None = attrs.field(default=None, validator=_optional_strength)
-    """Video-to-video: the share of the sampling steps run on the noised video, in (0, 1];
-    None means DEFAULT_STRENGTH."""
-    vace: VaceInputs | None = attrs.field(
-        default=None, repr=False, validator=attrs.validators.optional(attrs.validators.instance_of(VaceInputs))
-    )
-    """Control video, mask and reference images of a Wan 2.1 VACE model (domain/vace.py)."""
     inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
-    """The inputs of modes whose inputs have no field of their own above, by input name
-    (domain/modes/: each mode's `InputField`s), each checked by its kind."""
-    segment_frame_length: int = attrs.field(default=DEFAULT_SEGMENT_FRAME_LENGTH, validator=_segment_length)
-    """Wan Animate: pixel frames per segment (4k + 1)."""
-    prev_segment_conditioning_frames: int = attrs.field(
-        default=DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, validator=_segment_overlap
-    )
-    """Wan Animate: the previous segment's last frames each segment starts from (1 or 5)."""
+    """The inputs of the mode the request runs in, by input name (domain/modes/: each mode's
+    `InputField`s; an image RGB uint8 [H, W, 3], frames [F, H, W, 3], ...), left out of
+    comparisons (the videos of one batch share them)."""
+    options: Any = None
+    """The options of the mode the request runs in: an instance of that mode's `options` class
+    (domain/modes/), None for a mode without options or with its defaults."""
     loras: tuple[LoraSpec, ...] = attrs.field(default=(), converter=_LORAS)
     """LoRAs applied to the transformer for this run only (Wan 2.2 A14B: the high-noise expert),
     added in order on top of the model as loaded (its config's `loras` included)."""
@@ -277,20 +207,10 @@ class GenerationRequest:
             check_request_loras({"loras": self.loras, "loras_low": self.loras_low})
         except ConfigError as err:
             raise InvalidRequestError(str(err)) from None
-        mode = requested_mode(self)
-        for name in self.inputs:
-            if name not in {field.name for field in mode.inputs}:
-                _fail("inputs", f"<{name!r}: ...>", f"{mode.name} takes no {name!r}; give the inputs of one mode")
-        mode.check_request(self)  # its mode's rules: inputs that fit together
 
     def input(self, name: str) -> Any:
-        """A mode's input by name: its own field's value, else its entry of `inputs` (None: not given)."""
-        return self.inputs[name] if name in self.inputs else getattr(self, name, None)
-
-    @property
-    def denoising_strength(self) -> float:
-        """The strength a video-to-video run uses: `strength`, else DEFAULT_STRENGTH."""
-        return DEFAULT_STRENGTH if self.strength is None else self.strength
+        """The mode's input `name` (None: not given)."""
+        return self.inputs.get(name)
 
     @property
     def uses_guidance(self) -> bool:

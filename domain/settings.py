@@ -13,7 +13,6 @@ from typing import Any
 
 import attrs
 
-from wanjax.domain.modes.animate.videos import DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES, DEFAULT_SEGMENT_FRAME_LENGTH
 from wanjax.domain.attention import ATTENTION_BACKENDS, resolve_attention
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import parse_lora_specs
@@ -267,7 +266,8 @@ class StartupSettings:
 @attrs.frozen(kw_only=True)
 class SamplingDefaults:
     """Each request's defaults; the request (domain/requests.py) validates the values it gets (the
-    size and frame count are also checked here, before input media are read at them)."""
+    size and frame count are also checked here, before input media are read at them). The modes'
+    options have a section of their own (domain/modes/options.py)."""
 
     height: int = attrs.field(default=480, validator=pixel_size)
     width: int = attrs.field(default=832, validator=pixel_size)
@@ -284,15 +284,9 @@ class SamplingDefaults:
     """The UniPC noise grid: official (the Wan code's) or diffusers (diffusers >= 0.37's), docs/sampling.md."""
     sample_timesteps: tuple[float, ...] | None = attrs.field(default=None, metadata={"parse": tuple, "item": float})
     expert_switch_step: int | None = attrs.field(default=None, metadata={"parse": int})
-    strength: float | None = attrs.field(default=None, metadata={"parse": float})
-    """Video-to-video: the share of the steps run on the noised source video, (0, 1]; unset: 0.8."""
     negative_prompt: str = ""
     seed: int = 0
     fps: int = attrs.field(default=16, validator=_fps)
-    segment_frame_length: int = DEFAULT_SEGMENT_FRAME_LENGTH
-    """Wan Animate: pixel frames per segment, 4k + 1 (diffusers' WanAnimatePipeline default)."""
-    prev_segment_conditioning_frames: int = DEFAULT_PREV_SEGMENT_CONDITIONING_FRAMES
-    """Wan Animate: the previous segment's last frames each segment starts from, 1 or 5."""
 
 
 def platform_dtype(platform: str) -> str:

@@ -20,13 +20,13 @@ def warmup_request(request: GenerationRequest, *, num_experts: int) -> Generatio
     """`request` cut to `WARMUP_STEPS` steps (its first timesteps, for a given timestep
     list), all of them run (the mode's `warmup_fields`: video-to-video at strength 1); with two experts, step 0 runs the
     high-noise one and step 1 the low-noise one."""
-    strength = requested_mode(request).warmup_fields(request)
+    fields = requested_mode(request).warmup_fields(request)
     if request.sample_timesteps is not None:
-        short = attrs.evolve(request, sample_timesteps=request.sample_timesteps[:WARMUP_STEPS], **strength)
+        short = attrs.evolve(request, sample_timesteps=request.sample_timesteps[:WARMUP_STEPS], **fields)
         steps = len(short.sample_timesteps)
     else:
         steps = min(WARMUP_STEPS, request.num_inference_steps)
-        short = attrs.evolve(request, num_inference_steps=steps, **strength)
+        short = attrs.evolve(request, num_inference_steps=steps, **fields)
     if num_experts == 2 and steps == 2:
         short = attrs.evolve(short, boundary_ratio=None, expert_switch_step=1)
     return short

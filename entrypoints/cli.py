@@ -121,7 +121,7 @@ def _add_mode_inputs(parser: argparse.ArgumentParser) -> None:
 
     for field in input_fields():
         repeat = {"action": "append", "default": []} if field.repeatable else {}
-        parser.add_argument(field.flag, dest=field.name, type=Path, help=flag_help(field.flag), **repeat)
+        parser.add_argument(field.flag, type=Path, help=flag_help(field.flag), **repeat)
 
 
 def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
@@ -229,23 +229,29 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
 def _media(
     args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits], *, probed: bool = False
 ) -> dict[str, Any]:
-    """The request fields of the input files the flags name: the mode that takes those inputs
+    """The mode inputs (by input name) of the files the flags name: the mode that takes those flags
     (asking `model` where several do: `--video` is a VACE model's control video, else the source of
-    video-to-video) reads each by its kind (an unreadable one is an InvalidRequestError). `probed`
-    (`wanjax plan`): as stand-ins of the shapes their headers give, nothing decoded."""
-    from wanjax.adapters.media.mode_inputs import probe_input, read_input
+    video-to-video) reads each through its kind's reader (an unreadable one is an InvalidRequestError
+    naming the flag). `probed` (`wanjax plan`): as stand-ins of what their headers say, nothing decoded."""
+    from wanjax.adapters.media.readers import probed_input, read_input
+    from wanjax.domain.inputs.fields import Entrypoint
+    from wanjax.domain.inputs.reader import VideoSize
     from wanjax.domain.modes.registry import input_fields, mode_of_inputs
 
-    given = [field.name for field in input_fields() if getattr(args, field.name)]
+    given = {field.flag: value for field in input_fields() if (value := getattr(args, _dest(field.flag)))}
     if not given:
         return {}
-    mode = mode_of_inputs(given, model)
+    mode = mode_of_inputs(list(given), model, Entrypoint.CLI)
     mode.check_model(model())  # before the files are read
-    size = dict(num_frames=config.sampling.num_frames, height=config.sampling.height, width=config.sampling.width)
-    read_file = probe_input if probed else read_input
-    read = {field.name: read_file(field.kind, getattr(args, field.name), **size) for field in mode.inputs
-            if field.name in given}  # fmt: skip
-    return mode.from_media(read)
+    size = VideoSize(config.sampling.num_frames, config.sampling.height, config.sampling.width)
+    read = probed_input if probed else read_input
+    return {field.name: read(field.kind, given[field.flag], field.flag, size) for field in mode.inputs
+            if field.flag in given}  # fmt: skip
+
+
+def _dest(flag: str) -> str:
+    """argparse's attribute for `flag` (`--pose-video`: pose_video)."""
+    return flag.removeprefix("--").replace("-", "_")
 
 
 def _join_process_group(args: argparse.Namespace) -> None:

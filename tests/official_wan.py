@@ -15,6 +15,10 @@ stand between it and a CPU-only test run, and this module handles each:
   lengths (padding) and query lengths, and replaces it in the transformer module.
 - Its pipelines build on `cuda:N` in `__init__` and load real checkpoints; tests make them
   with `official_pipeline`, which skips `__init__` and sets the attributes `generate` reads.
+- Wan 2.2 S2V's modules (`official_s2v()`) import from a bare `wan.modules.s2v`, whose
+  `__init__` would import the audio encoder and through it librosa (not installed); that audio
+  encoder (`official_s2v_audio_encoder()`) imports with a librosa stand-in that reads 16-bit mono
+  WAVs at the rate asked for (no resampling).
 - Wan 2.2 Animate (`wan/animate.py`, imported by `official_animate()`) reads its preprocessed
   inputs with OpenCV (`cv2.imread`, and `cv2.resize` for the character's letterbox: OpenCV itself,
   opencv-python-headless of the test extras) and decord (`VideoReader`, not installed: while
@@ -182,6 +186,41 @@ def official_animate() -> types.ModuleType:
         with _decord_stand_in():
             importlib.import_module("wan.animate")
     return sys.modules["wan.animate"]
+
+
+def official_s2v() -> types.ModuleType:
+    """`wan.modules.s2v` (WanModel_S2V and its modules) with exact attention, without running its
+    `__init__` (which imports the audio encoder, and through it librosa)."""
+    package = official_wan()
+    if "wan.modules.s2v" not in sys.modules:
+        _bare_package("wan.modules.s2v", [f"{package.__path__[0]}/modules/s2v"])
+        for name in ("audio_utils", "motioner", "s2v_utils", "model_s2v"):
+            importlib.import_module(f"wan.modules.s2v.{name}")
+        sys.modules["wan.modules.s2v.model_s2v"].flash_attention = exact_attention
+    return sys.modules["wan.modules.s2v"]
+
+
+def _read_wav(path: str, sr: int) -> tuple[np.ndarray, int]:
+    """librosa's `load(path, sr=sr)` for a 16-bit PCM mono WAV already at `sr` (no resampling)."""
+    import wave
+
+    with wave.open(str(path)) as audio:
+        if audio.getframerate() != sr or audio.getsampwidth() != 2 or audio.getnchannels() != 1:
+            raise NotImplementedError("the librosa stand-in reads 16-bit mono WAVs at the rate asked for")
+        samples = np.frombuffer(audio.readframes(audio.getnframes()), np.int16)
+    return samples.astype(np.float32) / 32768.0, sr
+
+
+def official_s2v_audio_encoder() -> types.ModuleType:
+    """`wan.modules.s2v.audio_encoder` (AudioEncoder: wav2vec2 features per video frame), imported
+    with a librosa stand-in (`load` of a 16-bit mono WAV at 16 kHz)."""
+    official_s2v()
+    if "wan.modules.s2v.audio_encoder" not in sys.modules:
+        librosa = types.ModuleType("librosa")
+        librosa.load = _read_wav
+        with _stand_ins("librosa", (librosa,)):
+            importlib.import_module("wan.modules.s2v.audio_encoder")
+    return sys.modules["wan.modules.s2v.audio_encoder"]
 
 
 def official_wan() -> types.ModuleType:

@@ -18,9 +18,10 @@ CLIENT_IMAGE_FORMATS = ("PNG", "JPEG", "WEBP")
 """The formats a client's bytes are opened as (PIL's names); no other decoder sees them."""
 
 
-def read_image(path: Path) -> np.ndarray:
-    """RGB pixels [H, W, 3] uint8; an unreadable file is an InvalidRequestError naming it."""
-    return _decoded(path, f"image {path}")
+def read_image(path: Path, what: str = "image") -> np.ndarray:
+    """RGB pixels [H, W, 3] uint8; an unreadable file is an InvalidRequestError naming it (`what`, e.g.
+    the CLI's flag, then its path)."""
+    return _decoded(path, f"{what} {path}")
 
 
 def encode_image(pixels: np.ndarray, path: Path, suffix: str) -> None:
@@ -43,10 +44,10 @@ def image_size(data: bytes, what: str) -> tuple[int, int]:
     return _size(io.BytesIO(data), what, CLIENT_IMAGE_FORMATS)
 
 
-def read_image_size(path: Path) -> tuple[int, int]:
+def read_image_size(path: Path, what: str = "image") -> tuple[int, int]:
     """(width, height) of the image file at `path`, read as `image_size` reads a client's bytes
     (errors as `read_image`)."""
-    return _size(path, f"image {path}", None)
+    return _size(path, f"{what} {path}", None)
 
 
 def _size(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None) -> tuple[int, int]:

@@ -22,21 +22,21 @@ them): no external data references of an mp4, and no protocol (`none` names none
 nested."""
 
 
-def read_video(path: Path, num_frames: int) -> np.ndarray:
+def read_video(path: Path, num_frames: int, what: str = "video") -> np.ndarray:
     """The first `num_frames` frames of the video file or frame folder at `path`, RGB uint8
     [F, H, W, 3]; a folder's png/jpg files are its frames in name order. A missing or unreadable
-    source, or one with fewer frames, is an InvalidRequestError naming it."""
-    return _read(Path(path), most=num_frames, least=num_frames)
+    source, or one with fewer frames, is an InvalidRequestError naming it (`what`, e.g. the CLI's
+    flag, then its path)."""
+    return _read(Path(path), most=num_frames, least=num_frames, what=f"{what} {path}")
 
 
-def read_whole_video(path: Path, most: int) -> np.ndarray:
+def read_whole_video(path: Path, most: int, what: str = "video") -> np.ndarray:
     """Every frame (up to `most`) of the video file or frame folder at `path`, RGB uint8 [F, H, W, 3];
     errors as `read_video`."""
-    return _read(Path(path), most=most, least=1)
+    return _read(Path(path), most=most, least=1, what=f"{what} {path}")
 
 
-def _read(path: Path, most: int, least: int) -> np.ndarray:
-    what = f"video {path}"
+def _read(path: Path, most: int, least: int, what: str) -> np.ndarray:
     if path.is_dir():
         frames = _folder_frames(path, most, what)
     elif not path.exists():

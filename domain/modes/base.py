@@ -1,4 +1,4 @@
-"""What a generation mode is: its input fields, its rules, its latent geometry, what its
+"""What a generation mode is: its input fields, its options, its rules, its latent geometry, what its
 conditioning gives the model and, where it needs to, its own generation loop.
 
 A mode is written against the ports (domain/ports.py) and never imports a backend; the service
@@ -8,15 +8,14 @@ compilation, timing). `registry.MODES` is the one table of modes.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning, ImageConditioning
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 if TYPE_CHECKING:
@@ -25,77 +24,6 @@ if TYPE_CHECKING:
     from wanjax.domain.plan import SamplingPlan
     from wanjax.domain.ports import Denoised, Denoiser, ImageEncoder, VideoAutoencoder
     from wanjax.domain.requests import GenerationRequest
-
-
-class InputKind(enum.Enum):
-    """How an input field's file is read (adapters/media/mode_inputs.py) and the pixels it gives."""
-
-    IMAGE = "image"  # one png/jpg, RGB uint8 [H, W, 3] at its own size
-    VIDEO = "video"  # mp4 or a frame folder: its first num_frames frames, uint8 [F, H, W, 3] at its own size
-    SIZED_VIDEO = "sized_video"  # a VIDEO stretched to the request's size
-    MASK = "mask"  # a SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
-    CANVAS_IMAGES = "canvas_images"  # repeatable IMAGEs, each fitted onto a white canvas of the request's size
-    WHOLE_VIDEO = "whole_video"  # a VIDEO's every frame (however many), at its own size
-    WHOLE_SIZED_VIDEO = "whole_sized_video"  # a WHOLE_VIDEO stretched to the request's size
-    WHOLE_MASK = "whole_mask"  # a WHOLE_SIZED_VIDEO's first channel, uint8 [F, H, W] (white: 255)
-
-    @property
-    def is_video(self) -> bool:
-        """Its file is a video (an mp4 over HTTP)."""
-        return self in (InputKind.VIDEO, InputKind.SIZED_VIDEO, InputKind.MASK, *WHOLE_VIDEOS)
-
-    @property
-    def is_fitted(self) -> bool:
-        """Its pixels are at the request's size, whatever its file's (stretched or on a canvas)."""
-        return self not in (InputKind.IMAGE, InputKind.VIDEO, InputKind.WHOLE_VIDEO)
-
-    @property
-    def is_whole(self) -> bool:
-        """Every frame of its video is read, however many (not the first num_frames)."""
-        return self in WHOLE_VIDEOS
-
-    def check(self, name: str, pixels: Any) -> None:
-        """InvalidRequestError, naming input `name`, where `pixels` are not what this kind gives."""
-        if self is InputKind.CANVAS_IMAGES:
-            if not isinstance(pixels, tuple):
-                raise InvalidRequestError(f"{name}: must be a tuple of images, uint8 arrays [H, W, 3]")
-            for image in pixels:
-                InputKind.IMAGE.check(name, image)
-            return
-        image, mask = ("RGB pixels", "[H, W, 3]"), ("a mask", "[F, H, W]")
-        what, layout = {
-            InputKind.IMAGE: image, InputKind.MASK: mask, InputKind.WHOLE_MASK: mask,
-        }.get(self, ("RGB frames", "[F, H, W, 3]"))  # fmt: skip
-        ndim, rgb = layout.count(",") + 1, layout.endswith("3]")
-        if not isinstance(pixels, np.ndarray) or pixels.dtype != np.uint8 or pixels.ndim != ndim or (
-            rgb and pixels.shape[-1] != 3
-        ):
-            given = f"<{type(pixels).__name__} {getattr(pixels, 'shape', None)}>"
-            raise InvalidRequestError(f"{name}={given}: must be {what}, a uint8 array {layout}")
-        if min(pixels.shape) < 1:
-            raise InvalidRequestError(f"{name}=<array {pixels.shape}>: is empty")
-
-
-WHOLE_VIDEOS = (InputKind.WHOLE_VIDEO, InputKind.WHOLE_SIZED_VIDEO, InputKind.WHOLE_MASK)
-
-
-@attrs.frozen(kw_only=True)
-class InputField:
-    """One input of a mode as users give it.
-
-    name: the mode's name for it (a GenerationRequest field where `http` is set);
-    flag: the CLI's flag (`--image`); http: the HTTP API's file field, None where only the CLI
-    takes it; kind: how its file is read; help: the CLI's help, for this mode."""
-
-    name: str
-    flag: str
-    kind: InputKind
-    help: str
-    http: str | None = None
-
-    @property
-    def repeatable(self) -> bool:
-        return self.kind is InputKind.CANVAS_IMAGES
 
 
 class DescribedModel(Protocol):
@@ -190,21 +118,30 @@ class Generated:
 
 
 class GenerationMode:
-    """A generation mode. Subclasses set `name` and `inputs` and override what they change."""
+    """A generation mode. Subclasses set `name`, `inputs` and `options` and override what they change."""
 
     name: str = ""
     inputs: tuple[InputField, ...] = ()
+    options: type | None = None
+    """The mode's own options: a frozen attrs class whose fields validate themselves and whose
+    defaults are the mode's (None: it has none). A request of this mode holds one in `options`;
+    each field is also a flat config key (`--set strength=0.6`, domain/modes/options.py)."""
     selected_by: tuple[str, ...] = ()
-    """GenerationRequest fields, or names of `inputs`, that, set, select this mode (the registry asks
-    in table order)."""
-    settings: tuple[str, ...] = ()
-    """GenerationRequest fields that only this mode reads (typed and ranged by the request's own
-    validators); a request that runs in another mode leaves them at their defaults
-    (`registry.check_settings`)."""
+    """Names of `inputs` that, given, select this mode (the registry asks in table order)."""
 
     def given(self, request: GenerationRequest) -> bool:
-        """`request` sets a field (or input) that selects this mode."""
+        """`request` gives an input that selects this mode."""
         return any(request.input(name) is not None for name in self.selected_by)
+
+    def options_of(self, request: GenerationRequest) -> Any:
+        """The request's options of this mode: its own, else the mode's defaults."""
+        if self.options is None:
+            return None
+        return request.options if isinstance(request.options, self.options) else self.options()
+
+    def input_field(self, name: str) -> InputField:
+        """This mode's input `name`."""
+        return next(field for field in self.inputs if field.name == name)
 
     def default_on(self, model: ModelTraits) -> bool:
         """A request that gives no mode's inputs runs in this mode on `model` (VACE on a VACE model)."""
@@ -242,13 +179,6 @@ class GenerationMode:
         """Frames of the video the request makes."""
         return request.num_frames
 
-    def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
-        """GenerationRequest fields from this mode's inputs as read (by input name): each its own
-        field, or its entry of `inputs`."""
-        from wanjax.domain.requests import media_fields  # the request module imports the modes
-
-        return media_fields(media)
-
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         """The conditioning's array shapes (tuples; None where absent) a model of `shapes` receives
         in this mode at batch 1: the bench's random inputs."""
@@ -274,9 +204,10 @@ class GenerationMode:
         return Generated(latents=denoised.latents, frames=frames, cache_report=denoised.cache_report)
 
 
-def refuse(field: str, fix: str) -> None:
-    """An InvalidRequestError about a request's input media `field`."""
-    raise InvalidRequestError(f"{field}=<array>: {fix}")
+def refuse(field: InputField, fix: str, **inputs: InputField) -> None:
+    """An InputRefusal about the request's input `field`: `fix` may name other `inputs` as `{key}`
+    (and this one as `{given}`), each named as the entrypoint that asked calls it."""
+    raise InputRefusal("{given}: " + fix, given=field, **inputs)
 
 
 def array_namespace(array: Any) -> Any:

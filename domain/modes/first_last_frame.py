@@ -11,8 +11,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from wanjax.domain.conditioning import ImageConditioning
-from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.base import InputField, InputKind, ModelTraits, refuse
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.fields import InputField, InputRefusal
+from wanjax.domain.modes.base import ModelTraits, refuse
 from wanjax.domain.modes.image_to_video import IMAGE, ImageToVideo
 
 if TYPE_CHECKING:
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 FLF2V_PRESET = "wan2.1-flf2v-14b-720p"
 LAST_IMAGE = InputField(
-    name="last_image", flag="--last-image", kind=InputKind.IMAGE, http="last_image",
+    name="last_image", flag="--last-image", kind=kinds.IMAGE, http="last_image",
     help="last frame (png/jpg), with --image: first-last-frame-to-video (Wan 2.1 FLF2V, Wan 2.2 I2V A14B)",
 )  # fmt: skip
 
@@ -34,22 +35,22 @@ class FirstLastFrame(ImageToVideo):
         return False
 
     def check_request(self, request: GenerationRequest) -> None:
-        if request.image is None:
-            refuse("last_image", "needs the first frame too (--image PATH with --last-image PATH)")
+        if request.input("image") is None:
+            refuse(LAST_IMAGE, "needs the first frame too ({image} with {given})", image=IMAGE)
 
     def check(self, request: GenerationRequest, model: ModelTraits) -> None:
         super().check(request, model)
-        fix = f"use Wan 2.1 FLF2V (preset {FLF2V_PRESET}) or Wan 2.2 I2V A14B, or drop --last-image"
+        fix = f"use Wan 2.1 FLF2V (preset {FLF2V_PRESET}) or Wan 2.2 I2V A14B, or drop {{last_image}}"
         if model.image_conditioning is ImageConditioning.FIRST_FRAME:
-            raise InvalidRequestError(f"this model (Wan 2.2 TI2V) conditions on the first frame only; {fix}")
+            raise InputRefusal(f"this model (Wan 2.2 TI2V) conditions on the first frame only; {fix}", last_image=LAST_IMAGE)
         if model.transformer.uses_image_embeddings and model.transformer.pos_embed_seq_len is None:
-            raise InvalidRequestError(
+            raise InputRefusal(
                 "this model's image cross-attention reads one image (Wan 2.1 I2V) and has no position embedding "
-                f"for a last frame's CLIP tokens; {fix}"
+                f"for a last frame's CLIP tokens; {fix}", last_image=LAST_IMAGE,
             )
 
     def last_image(self, request: GenerationRequest) -> np.ndarray | None:
-        return request.last_image
+        return request.input("last_image")
 
 
 FIRST_LAST_FRAME = FirstLastFrame()

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning, ImageConditioning
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.fields import InputField, InputRefusal
+from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import (
     GenerationMode,
-    InputField,
-    InputKind,
     ModelTraits,
     ModeRun,
     ReceivedShapes,
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from wanjax.domain.requests import GenerationRequest
 
 IMAGE = InputField(
-    name="image", flag="--image", kind=InputKind.IMAGE, http="input_reference",
+    name="image", flag="--image", kind=kinds.IMAGE, http="input_reference",
     help="first frame (png/jpg) for image-to-video models",
 )  # fmt: skip
 
@@ -39,14 +39,12 @@ class ImageToVideo(GenerationMode):
 
     def check(self, request: GenerationRequest, model: ModelTraits) -> None:
         if model.transformer.is_animate:
-            raise InvalidRequestError(
-                "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
-            )
-        if request.image is None:  # a request without inputs, on a model that needs a first frame
-            raise InvalidRequestError("this is an image-to-video model: give the first frame (--image PATH)")
+            raise ANIMATE.needs_its_inputs()
+        if request.input("image") is None:  # a request without inputs, on a model that needs a first frame
+            raise InputRefusal("this is an image-to-video model: give the first frame ({image})", image=IMAGE)
         if model.image_conditioning is ImageConditioning.NONE:
-            raise InvalidRequestError(
-                "this is a text-to-video model and takes no image; drop --image or use an I2V/TI2V model"
+            raise InputRefusal(
+                "this is a text-to-video model and takes no image; drop {image} or use an I2V/TI2V model", image=IMAGE
             )
 
     def encoded_frames(self, request: GenerationRequest) -> int:
@@ -59,18 +57,18 @@ class ImageToVideo(GenerationMode):
 
     def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
         request, autoencoder = run.request, run.parts.autoencoder
-        size = (request.height, request.width)
+        size, image = (request.height, request.width), request.input("image")
         if run.model.image_conditioning is ImageConditioning.FIRST_FRAME:
-            return run.noise, Conditioning(first_frame=autoencoder.encode_image(request.image, *size, num_frames=1))
+            return run.noise, Conditioning(first_frame=autoencoder.encode_image(image, *size, num_frames=1))
         last = self.last_image(request)
-        image_latents = autoencoder.encode_image(request.image, *size, request.num_frames, last)
+        image_latents = autoencoder.encode_image(image, *size, request.num_frames, last)
         g = run.geometry
         mask = frame_mask(g.frames, g.height, g.width, run.model.vae.temporal_compression, last_frame=last is not None)
         image_context = None
         if run.parts.image_encoder is not None:
             # FLF2V: both frames' CLIP tokens as one sequence, the first frame's first (as diffusers'
             # image embedder concatenates them before its position embedding)
-            tokens = run.parts.image_encoder.encode([request.image] if last is None else [request.image, last])
+            tokens = run.parts.image_encoder.encode([image] if last is None else [image, last])
             image_context = tokens.reshape(1, -1, tokens.shape[-1])
         xp = array_namespace(image_latents)
         extra_channels = xp.concat([xp.asarray(mask), image_latents], axis=-1)

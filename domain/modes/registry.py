@@ -2,29 +2,28 @@
 
 The service, the CLI, the HTTP API, the memory plan and the bench read `MODES`; a new mode is
 its own module and one line here. Order matters: a request runs in the first mode whose
-fields it sets (`GenerationMode.given`), else in the first mode that is the model's default
-(`default_on`), else in text-to-video.
+inputs it gives (`GenerationMode.given`), else in the first mode that is the model's default
+(`default_on`), else in text-to-video. A request's options are those of the mode it runs in.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
 import attrs
 
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.inputs.fields import Entrypoint, InputField, InputRefusal
 from wanjax.domain.modes.animate.mode import ANIMATE
-from wanjax.domain.modes.base import GenerationMode, InputField, InputKind, ModelTraits
+from wanjax.domain.modes.base import GenerationMode, ModelTraits
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
 from wanjax.domain.modes.vace import VACE
 from wanjax.domain.modes.video_to_video import VIDEO_TO_VIDEO
 from wanjax.domain.numbers import shown
-
-if TYPE_CHECKING:
-    from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.requests import GenerationRequest
 
 MODES: tuple[GenerationMode, ...] = (
     ANIMATE,
@@ -37,31 +36,62 @@ MODES: tuple[GenerationMode, ...] = (
 
 
 def requested_mode(request: GenerationRequest) -> GenerationMode:
-    """The mode whose fields `request` sets; text-to-video where it sets none (no model asked)."""
+    """The mode whose inputs `request` gives; text-to-video where it gives none (no model asked)."""
     return next((mode for mode in MODES if mode.given(request)), TEXT_TO_VIDEO)
+
+
+def check_request(request: GenerationRequest) -> GenerationMode:
+    """The mode `request` asks for, its inputs and options checked against it (each input one of
+    the mode's, its value what its kind gives; options of a mode its inputs select, that mode's) and
+    the mode's rules (`check_request`: no model needed); InvalidRequestError naming the fix."""
+    mode = requested_mode(request)
+    for name, value in request.inputs.items():
+        field = next((field for field in mode.inputs if field.name == name), None)
+        if field is None:
+            _refuse_input(name, mode)
+        field.kind.check(name, value)
+    if mode is not TEXT_TO_VIDEO:  # a request without inputs runs in the model's mode, its options checked then
+        _check_options(request, mode, "")
+    mode.check_request(request)
+    return mode
+
+
+def _check_options(request: GenerationRequest, mode: GenerationMode, where: str) -> None:
+    """InvalidRequestError where `request` holds options of another mode than `mode`, the one it
+    runs in (`where`: on what): nothing would read them."""
+    options = request.options
+    if options is None or (mode.options is not None and isinstance(options, mode.options)):
+        return
+    owner = next((other for other in MODES if other.options is not None and isinstance(options, other.options)), None)
+    if owner is None:
+        raise InvalidRequestError(f"options={options!r}: no generation mode's options (domain/modes/)")
+    fields = attrs.fields(type(options))
+    name = next((f.name for f in fields if not _same(getattr(options, f.name), f.default)), fields[0].name)
+    inputs = {} if request.inputs else {key: owner.input_field(key) for key in owner.selected_by}
+    give = f", or give {' or '.join('{' + key + '}' for key in inputs)}" if inputs else ""  # its inputs' names
+    raise InputRefusal(
+        f"{name}={shown(getattr(options, name))}: a setting of the {owner.name} mode; this request runs in "
+        f"{mode.name}{where}, which would not read it: leave it out{give}",
+        **inputs,
+    )
+
+
+def _refuse_input(name: str, mode: GenerationMode) -> None:
+    owner = next((field for other in MODES for field in other.inputs if field.name == name), None)
+    if owner is None:
+        raise InvalidRequestError(f"inputs=<{name!r}: ...>: {name!r} is no generation mode's input (domain/modes/)")
+    raise InputRefusal(f"{mode.name} takes no {{given}}; give the inputs of one mode", given=owner)
 
 
 def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     """The mode `request` runs in on `model`, checked: InvalidRequestError, naming the fix, where the
     model cannot run it."""
+    check_request(request)
     mode = resolved_mode(request, model)
-    check_settings(request, mode)
+    _check_options(request, mode, " on this model")
     mode.check_model(model)
     mode.check(request, model)
     return mode
-
-
-def check_settings(request: GenerationRequest, mode: GenerationMode) -> None:
-    """InvalidRequestError for a setting of another mode than `mode` (the one `request` runs in) that
-    `request` sets to other than its default: nothing would read it."""
-    defaults = {field.name: field.default for field in attrs.fields(type(request))}
-    for other in MODES:
-        for name in other.settings if other is not mode else ():
-            if getattr(request, name) != defaults[name]:
-                raise InvalidRequestError(
-                    f"{name}={shown(getattr(request, name))}: a setting of the {other.name} mode; this request runs in "
-                    f"{mode.name} on this model, which would not read it: leave it out"
-                )
 
 
 def resolved_mode(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
@@ -75,23 +105,54 @@ def default_mode(model: ModelTraits) -> GenerationMode:
     return next((mode for mode in MODES if mode.default_on(model)), TEXT_TO_VIDEO)
 
 
+def mode_options(inputs: Collection[str], values: Mapping[str, Any]) -> Any:
+    """The options a request of `inputs` (names) holds, from `values` (every mode's options, by
+    name: the config's, overridden by the request's): those of the mode the inputs select, else, for
+    a request without inputs (its mode is the model's), of the one mode whose options `values` set
+    off their defaults (`mode_for` refuses them on a model of another mode). A set option of a mode
+    the request cannot run in is refused: nothing would read it."""
+    selected = next((mode for mode in MODES if set(mode.selected_by) & set(inputs)), None)
+    changed = {
+        name: mode for mode in MODES for name, field in _option_fields(mode).items() if not _same(values[name], field.default)
+    }  # fmt: skip
+    if selected is None and changed:
+        selected = next(iter(changed.values()))
+    for name, owner in changed.items():
+        if owner is not selected:
+            raise InvalidRequestError(
+                f"{name}={shown(values[name])}: a setting of the {owner.name} mode; this request runs in "
+                f"{selected.name}, which would not read it: leave it out"
+            )
+    if selected is None or selected.options is None:
+        return None
+    return selected.options(**{name: values[name] for name in _option_fields(selected)})
+
+
+def _same(value: Any, default: Any) -> bool:
+    """`value` is `default` (True is not 1: a bool given for a number is a setting, refused by its mode)."""
+    return type(value) is type(default) and value == default
+
+
+def _option_fields(mode: GenerationMode) -> dict[str, attrs.Attribute]:
+    return {} if mode.options is None else {field.name: field for field in attrs.fields(mode.options)}
+
+
 def mode_of_inputs(
-    names: Collection[str], model: Callable[[], ModelTraits] | None, *, over_http: bool = False
+    names: Collection[str], model: Callable[[], ModelTraits] | None, entrypoint: Entrypoint
 ) -> GenerationMode:
-    """The mode that takes the input fields `names` (as the CLI's flags give them; with `over_http`,
-    as the HTTP API's file fields do); where several do (`--video`: video-to-video or VACE), the
-    model's default among them (`model` is asked only then), else the one of fewest inputs (`image`
-    over HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
-    takers = [mode for mode in MODES if set(names) <= _names(mode, over_http)]
+    """The mode that takes the inputs `names` (as `entrypoint` calls them: the CLI's flags, the HTTP
+    API's file fields); where several do (`--video`: video-to-video or VACE), the model's default
+    among them (`model` is asked only then), else the one of fewest inputs (`input_reference` over
+    HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
+    takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint)]
     if not takers:
         # the mode that takes most of them (the fewest inputs of its own first) names what to drop
-        nearest = max(MODES, key=lambda mode: (len(set(names) & _names(mode, over_http)), -len(mode.inputs)))
-        flags = {field.name: field.flag for field in input_fields()}
-        taken = " and ".join(flags[name] for name in names if name in _names(nearest, over_http))
-        dropped = " and ".join(flags[name] for name in names if name not in _names(nearest, over_http))
+        nearest = max(MODES, key=lambda mode: (len(set(names) & _called(mode, entrypoint)), -len(mode.inputs)))
+        taken = " and ".join(name for name in names if name in _called(nearest, entrypoint))
+        dropped = " and ".join(name for name in names if name not in _called(nearest, entrypoint))
         raise InvalidRequestError(
-            f"no one generation mode takes {' with '.join(flags[name] for name in names)}: {nearest.name} takes "
-            f"{taken}; drop {dropped}, or give the inputs of one mode (`wanjax generate --help`)"
+            f"no one generation mode takes {' with '.join(names)}: {nearest.name} takes {taken}; drop {dropped}, "
+            "or give the inputs of one mode" + (" (`wanjax generate --help`)" if entrypoint is Entrypoint.CLI else "")
         )
     if len(takers) > 1:
         defaults = [] if model is None else [mode for mode in takers if mode.default_on(model())]
@@ -99,8 +160,8 @@ def mode_of_inputs(
     return takers[0]
 
 
-def _names(mode: GenerationMode, over_http: bool = False) -> set[str]:
-    return {field.name for field in mode.inputs if field.http or not over_http}
+def _called(mode: GenerationMode, entrypoint: Entrypoint) -> set[str]:
+    return {field.called(entrypoint) for field in mode.inputs if field.taken_by(entrypoint)}
 
 
 def input_fields() -> tuple[InputField, ...]:
@@ -112,11 +173,6 @@ def input_fields() -> tuple[InputField, ...]:
     return tuple(fields.values())
 
 
-def input_kind(name: str) -> InputKind | None:
-    """The kind of the input `name` of a registered mode (None: no mode's)."""
-    return next((field.kind for mode in MODES for field in mode.inputs if field.name == name), None)
-
-
 def flag_help(flag: str) -> str:
     """The CLI help of `flag`: each mode's, joined, each text once (first-last-frame's `--image` is
     image-to-video's)."""
@@ -124,5 +180,15 @@ def flag_help(flag: str) -> str:
 
 
 def http_fields() -> dict[str, InputField]:
-    """The HTTP API's file fields -> the input each fills."""
-    return {field.http: field for mode in MODES for field in mode.inputs if field.http is not None}
+    """The HTTP API's file fields -> the input each fills (the first mode's that takes it)."""
+    fields: dict[str, InputField] = {}
+    for mode in MODES:
+        for field in mode.inputs:
+            if field.http is not None:
+                fields.setdefault(field.http, field)
+    return fields
+
+
+def input_names() -> set[str]:
+    """Every mode's input names (the request's `inputs` keys)."""
+    return {field.name for mode in MODES for field in mode.inputs}

@@ -16,7 +16,7 @@ the VACE blocks read, [1, R + F', H', W', 2 z + s * s].
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -25,15 +25,9 @@ import numpy as np
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.vace import VACE_EXTENSION
-from wanjax.domain.modes.base import (
-    GenerationMode,
-    InputField,
-    InputKind,
-    ModelTraits,
-    ModeRun,
-    ReceivedShapes,
-    refuse,
-)
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.fields import InputField, InputRefusal
+from wanjax.domain.modes.base import GenerationMode, ModelTraits, ModeRun, ReceivedShapes
 
 if TYPE_CHECKING:
     from wanjax.domain.latents import LatentGeometry
@@ -45,8 +39,8 @@ if TYPE_CHECKING:
 class VaceInputs:
     """What a VACE generation is guided by, as pixels: a control video uint8 [F, H, W, 3], a mask
     uint8 [F, H, W] (white: regenerate, black: keep the video) and reference images uint8
-    [H, W, 3] already on their canvas (the video size). Each may be absent. Compared by identity:
-    videos of one batch share one VaceInputs."""
+    [H, W, 3] already on their canvas (the video size), as a request's inputs hold them
+    (`vace_inputs`). Each may be absent."""
 
     video: np.ndarray | None = None
     mask: np.ndarray | None = None
@@ -144,13 +138,13 @@ def vace_control(
 
 
 CONTROL_VIDEO = InputField(
-    name="video", flag="--video", kind=InputKind.SIZED_VIDEO, help="on VACE models the control video"
+    name="control_video", flag="--video", kind=kinds.SIZED_VIDEO, help="on VACE models the control video"
 )
 MASK = InputField(
-    name="mask", flag="--mask", kind=InputKind.MASK, help="VACE models: a mask video, white where to regenerate"
+    name="mask", flag="--mask", kind=kinds.MASK, help="VACE models: a mask video, white where to regenerate"
 )
 REFERENCE_IMAGES = InputField(
-    name="reference_image", flag="--reference-image", kind=InputKind.CANVAS_IMAGES,
+    name="reference_image", flag="--reference-image", kind=kinds.CANVAS_IMAGES,
     help="VACE models: a reference image (png/jpg); repeatable",
 )  # fmt: skip
 
@@ -161,25 +155,20 @@ class Vace(GenerationMode):
 
     name = "VACE"
     inputs = (CONTROL_VIDEO, MASK, REFERENCE_IMAGES)
-    selected_by = ("vace",)
+    selected_by = ("control_video", "mask", "reference_image")
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.is_vace
 
     def check_request(self, request: GenerationRequest) -> None:
-        for name in ("image", "last_image", "video"):
-            if getattr(request, name) is not None:
-                refuse(name, f"a VACE model is guided by its inputs (vace) alone: drop {name}")
-        if request.strength is not None:
-            raise InvalidRequestError(f"strength={request.strength!r}: applies to video-to-video only; drop it")
-        if request.vace is not None:
-            request.vace.check(request.num_frames, request.height, request.width)
+        vace_inputs(request).check(request.num_frames, request.height, request.width)
 
     def check_model(self, model: ModelTraits) -> None:
         if not model.transformer.is_vace:
-            raise InvalidRequestError(
-                "--video, --mask and --reference-image guide a Wan 2.1 VACE model; this model has no VACE "
-                "blocks: use one (e.g. --model wan2.1-vace-1.3b) or drop them"
+            raise InputRefusal(
+                "{video}, {mask} and {reference_image} guide a Wan 2.1 VACE model; this model has no VACE "
+                "blocks: use one (e.g. --model wan2.1-vace-1.3b) or drop them",
+                video=CONTROL_VIDEO, mask=MASK, reference_image=REFERENCE_IMAGES,
             )
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
@@ -188,17 +177,13 @@ class Vace(GenerationMode):
     def encoded_frames(self, request: GenerationRequest) -> int:
         return request.num_frames  # the control video, mid-grey where none is given
 
-    def from_media(self, media: Mapping[str, Any]) -> dict[str, Any]:
-        references = media.get("reference_image", ())
-        return {"vace": VaceInputs(video=media.get("video"), mask=media.get("mask"), references=references)}
-
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         control = (1, *shapes.latent_grid, shapes.transformer.vace_in_channels)
         return Conditioning(extensions=VACE_EXTENSION.given(control=control))
 
     def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
         request, vae = run.request, run.model.vae
-        video, mask, references = (None, None, []) if request.vace is None else request.vace.as_unit()
+        video, mask, references = vace_inputs(request).as_unit()
         control = vace_control(
             run.parts.autoencoder, video, mask, references, frames=request.num_frames, height=request.height,
             width=request.width, temporal=vae.temporal_compression, spatial=vae.spatial_compression,
@@ -211,7 +196,15 @@ class Vace(GenerationMode):
     @staticmethod
     def reference_frames(request: GenerationRequest) -> int:
         """The latent frames the reference images add before the video's."""
-        return 0 if request.vace is None else len(request.vace.references)
+        return len(request.input("reference_image") or ())
+
+
+def vace_inputs(request: GenerationRequest) -> VaceInputs:
+    """The request's VACE inputs (each may be absent)."""
+    return VaceInputs(
+        video=request.input("control_video"), mask=request.input("mask"),
+        references=request.input("reference_image") or (),
+    )  # fmt: skip
 
 
 VACE = Vace()

@@ -14,7 +14,8 @@ import pytest
 from PIL import Image
 from starlette.testclient import TestClient
 
-from wanjax.adapters.media.mode_inputs import read_input
+from wanjax.adapters.media.readers import read_input
+from wanjax.domain.inputs.reader import VideoSize
 from wanjax.adapters.media.video_files import Mp4Sink
 from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.container import build_container
@@ -95,10 +96,10 @@ def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_
     assert video["status"] == "completed", video["error"]
     assert (video["num_frames"], video["seconds"]) == (FRAMES, "0.81")  # the pose video's length at 16 fps
 
-    read = {field.name: read_input(field.kind, files[field.name], num_frames=config.sampling.num_frames,
-                                   height=HEIGHT, width=WIDTH) for field in ANIMATE.inputs}  # fmt: skip
+    size = VideoSize(config.sampling.num_frames, HEIGHT, WIDTH)
+    read = {field.name: read_input(field.kind, files[field.name], field.flag, size) for field in ANIMATE.inputs}
     steps = []
-    request = config.request("a dancer", seed=3, **ANIMATE.from_media(read))
+    request = config.request("a dancer", seed=3, **read)
     frames = service.generate(request, on_step=lambda done, total: steps.append((done, total))).array[0]
     assert frames.shape == (FRAMES, HEIGHT, WIDTH, 3)  # the pose video's length, over two segments
     assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # the progress (the job's, the CLI's bar) spans both

@@ -253,9 +253,9 @@ def test_a_checkpoint_flow_shift_out_of_range_is_refused_naming_the_checkpoint(t
 
 
 def test_a_size_out_of_range_is_refused_before_a_reference_image_is_read(tmp_path, capsys, monkeypatch):
-    import wanjax.adapters.media.mode_inputs as mode_inputs
+    import wanjax.adapters.media.readers as readers
 
-    monkeypatch.setattr(mode_inputs, "read_input", lambda *a, **k: pytest.fail("media read first"))
+    monkeypatch.setattr(readers, "read_input", lambda *a, **k: pytest.fail("media read first"))
     args = ["--height", "1000000000", "--reference-image", str(tmp_path / "any.png")]
     _fails(tmp_path, capsys, args, "height=1000000000", "from 16 to 16384")
 
@@ -497,7 +497,7 @@ def test_a_strength_that_keeps_no_step(tmp_path, capsys):
 
 
 def test_a_strength_without_a_video(tmp_path, capsys):
-    _fails(tmp_path, capsys, ["--strength", "0.5"], "applies to video-to-video only")
+    _fails(tmp_path, capsys, ["--strength", "0.5"], "strength=0.5: a setting of the video-to-video mode", "or give --video")
 
 
 def test_a_video_shorter_than_num_frames(tmp_path, capsys):

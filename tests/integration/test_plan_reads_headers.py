@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from wanjax.adapters.media.mode_inputs import input_shape
+from wanjax.adapters.media.readers import probe_input
 from wanjax.application.memory import MemoryPlanner
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.base import InputKind
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.reader import VideoSize
 from wanjax.entrypoints.cli import main
 
 FRAMES, SIDE = 2001, 16  # thousands of small frames, as a long pose video at low resolution
@@ -104,10 +105,10 @@ def test_a_long_pose_video_is_planned_from_its_header(videos, tmp_path, demuxed,
 
 def test_files_and_a_clients_bytes_without_a_header_count_are_counted_by_their_packets(videos, demuxed) -> None:
     data = videos["mkv"].read_bytes()
-    assert input_shape(InputKind.WHOLE_SIZED_VIDEO, videos["mkv"], 5) == (FRAMES, SIDE, SIDE)
-    assert input_shape(InputKind.WHOLE_SIZED_VIDEO, data, 5, "pose_video (the request's file)") == (FRAMES, SIDE, SIDE)
+    assert probe_input(kinds.WHOLE_SIZED_VIDEO, videos["mkv"], "--video", VideoSize(5, 1, 1)) == (FRAMES, SIDE, SIDE)
+    assert probe_input(kinds.WHOLE_SIZED_VIDEO, data, "pose_video (the request's file)", VideoSize(5, 1, 1)) == (FRAMES, SIDE, SIDE)
     assert len(demuxed) == 2
-    assert input_shape(InputKind.WHOLE_VIDEO, videos["mp4"].read_bytes(), 5, "face_video") == (FRAMES, SIDE, SIDE)
+    assert probe_input(kinds.WHOLE_VIDEO, videos["mp4"].read_bytes(), "face_video", VideoSize(5, 1, 1)) == (FRAMES, SIDE, SIDE)
     assert len(demuxed) == 2  # an mp4's bytes: its header's count
 
 
@@ -116,16 +117,16 @@ def test_the_header_count_is_the_decoded_count_and_bounded(videos) -> None:
         with av.open(str(videos[form])) as container:
             decoded = sum(1 for _ in container.decode(video=0))
         assert decoded == FRAMES
-        assert input_shape(InputKind.WHOLE_VIDEO, videos[form], 5) == (FRAMES, SIDE, SIDE)
-        assert input_shape(InputKind.VIDEO, videos[form], 5) == (5, SIDE, SIDE)  # the first num_frames
+        assert probe_input(kinds.WHOLE_VIDEO, videos[form], "--video", VideoSize(5, 1, 1)) == (FRAMES, SIDE, SIDE)
+        assert probe_input(kinds.VIDEO, videos[form], "--video", VideoSize(5, 1, 1)) == (5, SIDE, SIDE)  # the first num_frames
     with pytest.raises(InvalidRequestError, match=r"face.mp4 has 9 frame\(s\); num_frames=13 needs"):
-        input_shape(InputKind.VIDEO, videos["face"], 13)
+        probe_input(kinds.VIDEO, videos["face"], "--video", VideoSize(13, 1, 1))
 
 
 def test_a_frame_folder_is_counted_by_its_files_headers(tmp_path, demuxed) -> None:
     for i in range(7):
         Image.fromarray(np.zeros((12, 20, 3), np.uint8)).save(tmp_path / f"{i:03}.png")
-    assert input_shape(InputKind.WHOLE_SIZED_VIDEO, tmp_path, 5) == (7, 12, 20)
+    assert probe_input(kinds.WHOLE_SIZED_VIDEO, tmp_path, "--video", VideoSize(5, 1, 1)) == (7, 12, 20)
     Image.fromarray(np.zeros((12, 22, 3), np.uint8)).save(tmp_path / "007.png")
     with pytest.raises(InvalidRequestError, match=r"frames differ in size \(\(12, 20, 3\), \(12, 22, 3\)\)"):
-        input_shape(InputKind.WHOLE_VIDEO, tmp_path, 5)
+        probe_input(kinds.WHOLE_VIDEO, tmp_path, "--video", VideoSize(5, 1, 1))

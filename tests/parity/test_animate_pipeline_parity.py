@@ -91,7 +91,7 @@ def _request(config, videos, mode, face="face", **changes):
         inputs.update(background_video=videos["background"], mask=videos["mask"])
     return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS,
-        guidance_scale=GUIDANCE, image=videos["image"], inputs=inputs, segment_frame_length=SEGMENT, seed=SEED,
+        guidance_scale=GUIDANCE, image=videos["image"], **inputs, segment_frame_length=SEGMENT, seed=SEED,
         **changes,
     )  # fmt: skip
 
@@ -119,8 +119,8 @@ def test_animate_inputs_are_checked_before_loading(service, videos, tiny_i2v_che
     with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=3"):
         _request(config, videos, "animate", prev_segment_conditioning_frames=3)
     with pytest.raises(InvalidRequestError, match="needs both --background-video and --mask"):
-        config.request(PROMPT, height=HEIGHT, width=WIDTH, image=videos["image"], inputs={
-            "pose_video": videos["pose"], "face_video": videos["face"], "background_video": videos["background"]})
+        config.request(PROMPT, height=HEIGHT, width=WIDTH, image=videos["image"], pose_video=videos["pose"],
+                       face_video=videos["face"], background_video=videos["background"])
     i2v = resolve_config(str(tiny_i2v_checkpoint), {"dtype": "float32"})
     with pytest.raises(InvalidRequestError, match="has no Animate blocks"):
         build_container(i2v).service().check([_request(i2v, videos, "animate")])

@@ -150,7 +150,7 @@ def test_matches_the_official_pipeline_over_two_segments(setup, inputs, mode, mo
     request = config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS, flow_shift=SHIFT,
         sample_solver="dpm++", guidance_scale=GUIDANCE[mode], seed=SEED, image=inputs["image"],
-        inputs={"pose_video": inputs["pose"], "face_video": inputs["face"], **replace}, segment_frame_length=SEGMENT,
+        pose_video=inputs["pose"], face_video=inputs["face"], **replace, segment_frame_length=SEGMENT,
         prev_segment_conditioning_frames=1,
     )  # fmt: skip
     denoiser.denoised.clear()

@@ -15,7 +15,6 @@ from vace_inputs import FRAMES, HEIGHT, MODES, WIDTH, inputs, to_pil
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import InvalidRequestError
-from wanjax.domain.modes.vace import VaceInputs
 
 PROMPT, NEGATIVE, STEPS, GUIDANCE, MAX_LEN = "a small red boat", "blurry", 3, 5.0, 16
 
@@ -51,7 +50,7 @@ def test_generate_matches_wan_vace_pipeline(vace_checkpoint, mode: str) -> None:
     )  # fmt: skip
     expected = pipe(**common, latents=initial.clone(), output_type="latent").frames.numpy()
     config, service = service_for(folder)
-    request = config.request(PROMPT, vace=VaceInputs(video=video, mask=mask, references=references))
+    request = config.request(PROMPT, control_video=video, mask=mask, reference_image=tuple(references))
     got = service.generate(request, initial_latents=initial.numpy(), output_type="latent").array
     assert got.shape == expected.shape
     assert np.abs(got - expected).max() <= 1e-4 * np.abs(expected).max()
@@ -67,7 +66,7 @@ def test_vace_inputs_to_a_model_without_vace_blocks_are_refused_before_loading(t
     config, service = service_for(tiny_checkpoint)
     video, mask, _ = inputs("video-mask")
     with pytest.raises(InvalidRequestError, match="no VACE blocks"):
-        service.check([config.request(PROMPT, vace=VaceInputs(video=video, mask=mask))])
+        service.check([config.request(PROMPT, control_video=video, mask=mask)])
 
 
 def test_a_control_video_of_another_length_is_named(vace_checkpoint) -> None:
@@ -75,4 +74,4 @@ def test_a_control_video_of_another_length_is_named(vace_checkpoint) -> None:
     config, service = service_for(folder)
     video, _, _ = inputs("video")
     with pytest.raises(InvalidRequestError, match=r"VACE video has shape \(5, 32, 48, 3\)"):
-        service.check([config.request(PROMPT, vace=VaceInputs(video=video[:5]))])
+        service.check([config.request(PROMPT, control_video=video[:5])])

@@ -54,7 +54,7 @@ def test_without_the_batched_encoder_prompts_and_negative_prompts_are_two_calls(
 @pytest.mark.parametrize(
     "change, field",
     [({"num_inference_steps": 4}, "num_inference_steps"), ({"guidance_scale": 2.0}, "guidance_scale"),
-     ({"image": np.zeros((8, 8, 3), np.uint8)}, "image")],
+     ({"inputs": {"image": np.zeros((8, 8, 3), np.uint8)}}, "image")],
 )  # fmt: skip
 def test_batch_requests_may_differ_only_per_video(change, field):
     first = CONFIG.request("a cat")

@@ -20,6 +20,7 @@ from wanjax.application.job_runner import JobRunner
 from wanjax.application.lora_folder import LoraFolder
 from wanjax.domain.config import ROUTES, GenerationConfig
 from wanjax.domain.errors import ConfigError
+from wanjax.domain.modes.options import ModeOptionDefaults
 from wanjax.domain.requests import GenerationRequest
 from wanjax.entrypoints.cli import build_parser, main
 from wanjax.entrypoints.http_api import build_app
@@ -32,9 +33,10 @@ JSON_NUMBERS = ["1" * 5000, "-" + "1" * 5000, "1e400", "-1e400", "NaN", "Infinit
 non-finite ones Python's JSON reader takes, and texts of other scripts' digits or thousands of them."""
 CONFIG = GenerationConfig.from_mapping(dict(height=64, width=96, num_frames=9, num_inference_steps=4, max_sequence_length=5))
 HTTP_FIELDS = ["size", "seconds"] + [
-    field.name for field in attrs.fields(GenerationRequest) if re.search(r"\b(int|float)\b", str(field.type))
+    field.name for kind in (GenerationRequest, ModeOptionDefaults) for field in attrs.fields(kind)
+    if re.search(r"\b(int|float)\b", str(field.type))
 ]
-"""The video API's own numeric fields and every numeric field of the request it makes."""
+"""The video API's own numeric fields and every numeric field of the request it makes (its modes' options too)."""
 
 
 def _commands(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):

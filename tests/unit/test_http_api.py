@@ -193,7 +193,7 @@ def test_a_body_over_the_limit_is_413_whether_its_length_is_declared_or_streamed
     ("content", "content_type", "status", "named"),
     [(b"[" * 100000 + b"]" * 100000, "application/json", 422, "JSON object"),
      (b'{"prompt": "x", "vace": {"video": "a.mp4"}}', "application/json", 422, "vace"),
-     (b'{"prompt": "x", "vace": null}', "application/json", 422, "vace"),
+     (b'{"prompt": "x", "reference_image": null}', "application/json", 422, "reference_image"),
      (b'{"prompt": "x", "num_inference_steps": 1000000000000}', "application/json", 422, "num_inference_steps"),
      (b'{"prompt": "x", "segment_frame_length": 33}', "application/json", 422, "segment_frame_length=33: a setting of the animate mode"),
      (b'{"prompt": "x", "segment_frame_length": [' + b"1," * 100000 + b'1]}', "application/json", 422, "segment_frame_length=[1, 1,"),

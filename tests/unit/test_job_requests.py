@@ -62,16 +62,16 @@ def test_the_video_api_fields_become_request_fields_and_wanjax_fields_win():
 
 def test_media_are_checked_undecoded_and_decoded_from_the_record_when_the_job_runs(tmp_path):
     request = _request({}, {"input_reference": _png(10), "last_image": _png(200)})
-    assert request.image.shape == request.last_image.shape == (8, 8, 3)  # stand-ins: views, nothing decoded yet
-    assert request.image.base is not None and not request.image.any()
+    assert request.input("image").shape == request.input("last_image").shape == (8, 8, 3)  # stand-ins: views, nothing decoded yet
+    assert request.input("image").base is not None and not request.input("image").any()
     decoded = request_from_record(request_record(request), {"image": _png(10), "last_image": _png(200)}, CONFIG)
-    assert decoded.image[0, 0, 0] == 10 and decoded.last_image[0, 0, 0] == 200
+    assert decoded.input("image")[0, 0, 0] == 10 and decoded.input("last_image")[0, 0, 0] == 200
 
     Mp4Sink().write(np.full((7, 32, 48, 3), 128, np.uint8), tmp_path / "source.mp4", fps=16)
     video = (tmp_path / "source.mp4").read_bytes()
     request = _request({"strength": 0.5}, {"video": video})
-    assert request.video.shape == (5, 32, 48, 3) and request.video.base is not None and request.strength == 0.5
-    assert request_from_record(request_record(request), {"video": video}, CONFIG).video.shape == (5, 32, 48, 3)
+    assert request.input("video").shape == (5, 32, 48, 3) and request.input("video").base is not None and request.options.strength == 0.5
+    assert request_from_record(request_record(request), {"video": video}, CONFIG).input("video").shape == (5, 32, 48, 3)
     with pytest.raises(InvalidRequestError, match=r"video .* has 7 frame\(s\); num_frames=9 needs"):
         _request({"num_frames": 9}, {"video": video})
 
@@ -96,7 +96,7 @@ def test_animate_files_stand_in_at_the_shapes_they_are_read_in_and_survive_the_r
     assert queued == request and {name: queued.input(name).shape for name in stand_ins} == stand_ins
     decoded = request_from_record(record, {"image": _png(9), **files}, CONFIG)
     assert {name: decoded.input(name).shape for name in stand_ins} == stand_ins
-    assert decoded.image.min() == decoded.image.max() == 9  # as sent: no canvas yet
+    assert decoded.input("image").min() == decoded.input("image").max() == 9  # as sent: no canvas yet
     Mp4Sink().write(np.zeros((1, 32, 48, 3), np.uint8), tmp_path / "one.mp4", fps=16)
     with pytest.raises(InvalidRequestError, match=r"the pose video has 1 frame\(s\); Animate needs more than"):
         _request({}, {"input_reference": _png(9), **files, "pose_video": (tmp_path / "one.mp4").read_bytes()})
@@ -116,7 +116,7 @@ def _png_header(width: int, height: int) -> bytes:
 def test_an_image_is_bounded_by_the_videos_size_before_it_is_decoded():
     with pytest.raises(InvalidRequestError, match=r"input_reference .* is 12000x12000: .* at most 36 times"):
         _request({}, {"input_reference": _png_header(12000, 12000)})
-    assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).image.shape == (32 * 6, 48 * 6, 3)
+    assert _request({}, {"input_reference": _png_header(48 * 6, 32 * 6)}).input("image").shape == (32 * 6, 48 * 6, 3)
 
 
 def test_a_lone_animate_video_on_a_model_without_animate_says_the_model_does_not_take_it(tmp_path):
@@ -157,7 +157,7 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
     assert record["media"] == ["image"] and "image" not in record and record["num_frames"] == 5
     other = GenerationConfig.from_mapping(dict(height=64, width=64, num_frames=9, num_inference_steps=8, seed=1))
     again = request_from_record(record, {"image": _png(7)}, other)
-    assert again == request and again.image.shape == (8, 8, 3) and again.image[0, 0, 0] == 7
+    assert again == request and again.input("image").shape == (8, 8, 3) and again.input("image")[0, 0, 0] == 7
 
 
 @pytest.mark.parametrize(
@@ -171,7 +171,8 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
         ({"image": "AAAA"}, {}, "image: send it as the file `input_reference`"),
         ({"cache": "magcache"}, {}, "cache: set by the server"),
-        ({"vace": {}}, {}, "vace: VACE inputs are taken by `wanjax generate` only"),
+        ({"reference_image": {}}, {}, "reference_image: VACE inputs are taken by `wanjax generate` only"),
+        ({"pose_video": "AAAA"}, {}, "pose_video: send it as the file `pose_video`"),
         ({}, {"input_reference": _png(1), "last_image": b"not a png"}, "last_image .* is not"),
         ({}, {"video": b"not a video"}, "video .* is not an mp4, mov, mkv or webm file"),
         ({}, {"video": b"\x00\x00\x00\x20ftypisom" + bytes(100)}, "video .* is not a readable video file"),

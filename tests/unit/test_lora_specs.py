@@ -65,11 +65,21 @@ def test_a_requests_loras_are_bounded_per_expert_and_together():
         config.request("a fox", loras=eight, loras_low=["c.safetensors"] * 5)
 
 
-@pytest.mark.parametrize("scale", [100.5, -101, 10**400, float("inf")])
-def test_a_scale_past_the_documented_range_is_refused(scale):
-    with pytest.raises(ConfigError, match=f"from -{MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}"):
-        lora_spec(LoraSpec("a.safetensors", scale))
-    assert lora_spec(LoraSpec("a.safetensors", -MAX_LORA_SCALE)).scale == -MAX_LORA_SCALE
+@pytest.mark.parametrize("scale, span", [(100.5, f" from -{MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}"),
+                                         (-101, f" from -{MAX_LORA_SCALE:g} to {MAX_LORA_SCALE:g}"),
+                                         (10**400, ""), (float("inf"), "")])  # fmt: skip
+def test_a_request_scale_past_the_documented_range_is_refused(scale, span):
+    with pytest.raises(InvalidRequestError, match=f"loras: LoRA .*: the scale must be a finite number{span}, e.g. 0.8"):
+        GenerationConfig().request("a fox", loras=[LoraSpec("a.safetensors", scale)])
+    assert GenerationConfig().request("a fox", loras=[LoraSpec("a.safetensors", -MAX_LORA_SCALE)]).loras[0].scale == -MAX_LORA_SCALE
+
+
+def test_the_configs_own_loras_take_any_finite_scale_as_diffusers_does():
+    assert lora_spec("a.safetensors:150").scale == 150.0
+    assert GenerationConfig.from_mapping(dict(loras=("a.safetensors:-250",))).denoiser.loras == ("a.safetensors:-250",)
+    for scale in (10**400, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match="the scale must be a finite number, e.g. 0.8"):
+            lora_spec(LoraSpec("a.safetensors", scale))
 
 
 def test_a_path_with_a_nul_byte_is_refused():

@@ -1,5 +1,5 @@
 """The table of generation modes: which mode a request runs in on each model, that the table's
-fields are the request's, and that a new mode plugs in by its line in the table alone (its
+inputs are the request's, and that a new mode plugs in by its line in the table alone (its
 inputs on the request, its CLI flag, its own generation loop)."""
 
 from contextlib import contextmanager
@@ -16,10 +16,11 @@ from wanjax.domain.batch import shared_request
 from wanjax.domain.conditioning import Conditioning, ImageConditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.audio import AudioKind
+from wanjax.domain.inputs.fields import Entrypoint, InputField
 from wanjax.domain.modes import registry
-from wanjax.domain.modes.base import GenerationMode, Generated, InputField, InputKind, ModelTraits
-from wanjax.domain.modes.vace import VaceInputs
-from wanjax.domain.requests import GenerationRequest
+from wanjax.domain.modes.base import GenerationMode, Generated, ModelTraits
 from wanjax.domain.specs import VaeSpec
 from wanjax.entrypoints.cli import build_parser
 
@@ -40,7 +41,7 @@ def traits(spec, image_conditioning=ImageConditioning.NONE):
         ({"image": IMAGE}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "image-to-video"),
         ({"video": VIDEO, "strength": 0.5}, traits(WAN21_T2V_14B), "video-to-video"),
         ({}, traits(WAN21_VACE_1_3B), "VACE"),  # a VACE model's defaults: regenerate everything
-        ({"vace": VaceInputs(video=np.zeros((9, 32, 48, 3), np.uint8))}, traits(WAN21_VACE_1_3B), "VACE"),
+        ({"control_video": np.zeros((9, 32, 48, 3), np.uint8)}, traits(WAN21_VACE_1_3B), "VACE"),
     ],
 )
 def test_the_mode_a_request_runs_in(fields, model, mode):
@@ -52,7 +53,7 @@ def test_the_mode_a_request_runs_in(fields, model, mode):
     [
         ({}, traits(WAN21_I2V_14B, ImageConditioning.CHANNELS), "give the first frame"),
         ({"video": VIDEO}, traits(WAN21_VACE_1_3B), "the video is the control video"),
-        ({"vace": VaceInputs()}, traits(WAN21_T2V_14B), "has no VACE blocks"),
+        ({"mask": np.zeros((9, 32, 48), np.uint8)}, traits(WAN21_T2V_14B), "has no VACE blocks"),
     ],
 )
 def test_a_model_refuses_a_mode_it_cannot_run(fields, model, message):
@@ -61,31 +62,30 @@ def test_a_model_refuses_a_mode_it_cannot_run(fields, model, message):
 
 
 def test_vace_inputs_with_another_modes_input_are_refused_on_construction():
-    with pytest.raises(InvalidRequestError, match="guided by its inputs.*drop image"):
-        CONFIG.request("a fox", image=IMAGE, vace=VaceInputs())
+    with pytest.raises(InvalidRequestError, match="VACE takes no --image; give the inputs of one mode"):
+        CONFIG.request("a fox", image=IMAGE, control_video=np.zeros((9, 32, 48, 3), np.uint8))
 
 
-def test_the_tables_fields_are_request_fields_and_one_flag_or_file_field_is_one_input():
-    request_fields = set(attrs.fields_dict(GenerationRequest))
+def test_the_tables_inputs_select_their_modes_and_one_file_field_is_one_input():
+    files = {}
     for mode in registry.MODES:
-        assert set(mode.selected_by) <= request_fields | {field.name for field in mode.inputs}, mode.name
-    names, files = {}, {}
-    for mode in registry.MODES:
+        assert set(mode.selected_by) <= {field.name for field in mode.inputs}, mode.name
+        assert len({field.flag for field in mode.inputs}) == len(mode.inputs), mode.name
         for field in mode.inputs:
-            assert names.setdefault(field.flag, field.name) == field.name, field.flag
             assert field.http is None or files.setdefault(field.http, field.name) == field.name, field.http
-    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_VACE_1_3B)).name == "VACE"
-    assert registry.mode_of_inputs(["video"], lambda: traits(WAN21_T2V_14B)).name == "video-to-video"
-    assert registry.mode_of_inputs(["image", "last_image"], lambda: pytest.fail("not ambiguous")).name == (
+    cli, http = Entrypoint.CLI, Entrypoint.HTTP
+    assert registry.mode_of_inputs(["--video"], lambda: traits(WAN21_VACE_1_3B), cli).name == "VACE"
+    assert registry.mode_of_inputs(["--video"], lambda: traits(WAN21_T2V_14B), cli).name == "video-to-video"
+    assert registry.mode_of_inputs(["--image", "--last-image"], lambda: pytest.fail("not ambiguous"), cli).name == (
         "first-last-frame-to-video"
     )
     # a client's files: read by the mode that takes them all, the one of fewest inputs where several do
-    assert registry.mode_of_inputs(["image"], None, over_http=True).name == "image-to-video"
-    assert registry.mode_of_inputs(["image", "pose_video", "face_video"], None, over_http=True).name == "animate"
-    with pytest.raises(InvalidRequestError, match="no one generation mode takes --video with --pose-video"):
-        registry.mode_of_inputs(["video", "pose_video"], None, over_http=True)
+    assert registry.mode_of_inputs(["input_reference"], None, http).name == "image-to-video"
+    assert registry.mode_of_inputs(["input_reference", "pose_video", "face_video"], None, http).name == "animate"
+    with pytest.raises(InvalidRequestError, match="no one generation mode takes video with pose_video"):
+        registry.mode_of_inputs(["video", "pose_video"], None, http)
     with pytest.raises(InvalidRequestError, match="first-last-frame-to-video takes --image and --last-image; drop"):
-        registry.mode_of_inputs(["image", "last_image", "reference_image"], lambda: pytest.fail("no mode takes all"))
+        registry.mode_of_inputs(["--image", "--last-image", "--reference-image"], lambda: pytest.fail("no mode"), cli)
 
 
 class TwoSegments(GenerationMode):
@@ -95,8 +95,8 @@ class TwoSegments(GenerationMode):
 
     name = "two-segments"
     inputs = (
-        InputField(name="sketch_video", flag="--sketch-video", kind=InputKind.VIDEO, help="the poses to follow"),
-        InputField(name="sketch_mask", flag="--sketch-mask", kind=InputKind.MASK, help="where to follow them"),
+        InputField(name="sketch_video", flag="--sketch-video", kind=kinds.VIDEO, help="the poses to follow"),
+        InputField(name="sketch_mask", flag="--sketch-mask", kind=kinds.MASK, help="where to follow them"),
     )
     selected_by = ("sketch_video",)
 
@@ -113,35 +113,36 @@ def with_two_segments(monkeypatch):
 
 
 def test_a_registered_modes_inputs_are_the_requests(with_two_segments):
-    mode = registry.mode_of_inputs(["sketch_video", "sketch_mask"], lambda: pytest.fail("not ambiguous"))
+    mode = registry.mode_of_inputs(
+        ["--sketch-video", "--sketch-mask"], lambda: pytest.fail("not ambiguous"), Entrypoint.CLI
+    )
     mask = np.zeros((9, 32, 48), np.uint8)
-    request = CONFIG.request("a fox", **mode.from_media({"sketch_video": VIDEO, "sketch_mask": mask}))
+    request = CONFIG.request("a fox", sketch_video=VIDEO, sketch_mask=mask)
     assert registry.requested_mode(request) is mode and request.input("sketch_mask") is mask
-    same = CONFIG.request("a cat", inputs={"sketch_video": VIDEO.copy(), "sketch_mask": mask})
+    same = CONFIG.request("a cat", sketch_video=VIDEO.copy(), sketch_mask=mask)
     assert shared_request([request, same])
-    with pytest.raises(InvalidRequestError, match="differs from request 0 in inputs"):
-        shared_request([request, CONFIG.request("a cat", inputs={"sketch_video": VIDEO + 1, "sketch_mask": mask})])
+    with pytest.raises(InvalidRequestError, match="differs from request 0 in sketch_video"):
+        shared_request([request, CONFIG.request("a cat", sketch_video=VIDEO + 1, sketch_mask=mask)])
 
 
 @pytest.mark.parametrize(
     ("inputs", "message"),
     [
-        ({"pose": VIDEO}, "'pose' is no generation mode's own input"),
-        ({"image": IMAGE}, "'image' is no generation mode's own input"),  # a field of its own
+        ({"pose": VIDEO}, "'pose' is no generation mode's input"),
         ({"sketch_video": IMAGE}, r"sketch_video=<ndarray \(8, 8, 3\)>: must be RGB frames, a uint8 array \[F, H, W"),
-        ({"mask": np.zeros((9, 8, 8), np.uint8)}, "text-to-video takes no 'mask'"),
+        ({"video": VIDEO, "last_image": IMAGE}, "video-to-video takes no --last-image; give the inputs of one mode"),
         ({"reference_image": IMAGE}, "must be a tuple of images"),
     ],
 )
 def test_a_modes_inputs_of_no_mode_or_kind_are_refused(with_two_segments, inputs, message):
     with pytest.raises(InvalidRequestError, match=message):
-        CONFIG.request("a fox", inputs=inputs)
+        registry.check_request(attrs.evolve(CONFIG.request("a fox"), inputs=inputs))
 
 
 def test_a_registered_mode_owns_the_generation_loop(with_two_segments):
     denoiser = FakeDenoiser()
     service = fake_service(lambda: denoiser)
-    result = service.generate(CONFIG.request("a fox", seed=3, inputs={"sketch_video": VIDEO}))
+    result = service.generate(CONFIG.request("a fox", seed=3, sketch_video=VIDEO))
     first, second = denoiser.conditionings
     assert first.first_frame is None and second.first_frame.shape == (1, 1, 4, 6, 16)
     noise = np.random.default_rng(3).standard_normal((1, 3, 4, 6, 16)).astype(np.float32)
@@ -176,7 +177,7 @@ def test_a_modes_loop_runs_under_one_lora_switch(with_two_segments):
 
     denoiser = Denoiser()
     service = fake_service(lambda: denoiser, lora_check=lambda loras: None, lora_switch=switch)
-    service.generate(CONFIG.request("a fox", inputs={"sketch_video": VIDEO}))
+    service.generate(CONFIG.request("a fox", sketch_video=VIDEO))
     assert len(denoiser.plans) == 2 and switch.entered == 1 and not switch.held
 
 
@@ -200,7 +201,7 @@ def test_the_memory_plan_counts_what_the_mode_denoises_and_encodes():
     planner = MemoryPlanner(config.resolved("gpu"), checkpoint, DeviceSize(device=80 * 2**30))
     plain = planner.workload(config.request("a fox"))
     canvas = np.zeros((96, 96, 3), np.uint8)
-    guided = planner.workload(config.request("a fox", vace=VaceInputs(references=(canvas, canvas))))
+    guided = planner.workload(config.request("a fox", reference_image=(canvas, canvas)))
     assert plain.vae_encode_frames == guided.vae_encode_frames == 5  # the control video (mid-grey, unless given)
     assert guided.tokens == plain.tokens * 4 // 2  # 2 latent frames of video, 2 more of references
     assert guided.latent_frames == plain.latent_frames == 2  # the decode: the video's alone
@@ -216,3 +217,31 @@ def test_every_flags_help_says_each_thing_once():
         parts = text.split("; ")
         assert len(parts) == len(set(parts)), (flag, text)
     assert helps["--image"].count("first frame (png/jpg) for image-to-video models") == 1
+
+
+class Speech(GenerationMode):
+    """A mode of one audio input (as Wan 2.2 S2V's speech will be)."""
+
+    name = "speech"
+    inputs = (InputField(name="audio", flag="--audio", kind=AudioKind(sample_rate=16_000), http="audio",
+                         help="speech (wav/mp3/flac)"),)  # fmt: skip
+    selected_by = ("audio",)
+
+
+def test_a_modes_audio_input_is_a_flag_read_through_the_audio_reader(monkeypatch, tmp_path):
+    from test_audio_reader import _tone, _write
+
+    from wanjax.entrypoints.cli import _media
+
+    monkeypatch.setattr(registry, "MODES", (Speech(), *registry.MODES))
+    path = _write(tmp_path / "speech.wav", _tone(8_000, 0.5)[None], 8_000, "pcm_s16le")
+    args = build_parser().parse_args(["generate", "--prompt", "a fox", "--audio", str(path)])
+    read = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))
+    assert read["audio"].shape == (8_000,) and read["audio"].dtype == np.float32  # 0.5 s at 16 kHz
+    request = CONFIG.request("a fox", **read)
+    assert registry.requested_mode(request).name == "speech"
+    planned = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B), probed=True)
+    assert planned["audio"].shape == (8_000,) and planned["audio"].strides == (0,)  # `wanjax plan`: a stand-in
+    (tmp_path / "speech.wav").write_bytes(b"RIFF" + bytes(4) + b"WAVE" + bytes(8))
+    with pytest.raises(InvalidRequestError, match=r"^--audio .*speech.wav is not a readable wav, mp3 or flac file"):
+        _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))

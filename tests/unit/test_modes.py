@@ -62,10 +62,9 @@ def test_what_a_model_refuses(fields, mode, spec, message):
     ("fields", "message"),
     [
         ({"last_image": IMAGE}, "needs the first frame too"),
-        ({"strength": 0.5}, "applies to video-to-video only"),
         ({"video": VIDEO, "strength": 0.0}, r"must be a number in \(0, 1\]"),
         ({"video": VIDEO, "strength": 1.5}, r"must be a number in \(0, 1\]"),
-        ({"video": VIDEO, "image": IMAGE}, "drop --image"),
+        ({"video": VIDEO, "image": IMAGE}, "video-to-video takes no --image"),
         ({"video": VIDEO[:7]}, "fewer frames than num_frames=9.*at most 5"),
         ({"video": VIDEO[..., :2]}, r"RGB frames, a uint8 array \[F, H, W, 3\]"),
     ],
@@ -83,7 +82,7 @@ def test_video_to_video_runs_the_last_steps_of_the_full_grid():
     assert plan_sampling(CONFIG.request("a fox", video=VIDEO)).num_steps == 8  # the default strength, 0.8
     distilled = CONFIG.request("a fox", video=VIDEO, strength=0.5, sample_timesteps=(1000, 750, 500, 250))
     assert list(plan_sampling(distilled).timesteps) == list(plan_sampling(attrs.evolve(
-        distilled, video=None, strength=None, sample_timesteps=(500, 250))).timesteps)  # fmt: skip
+        distilled, inputs={}, options=None, sample_timesteps=(500, 250))).timesteps)  # fmt: skip
 
 
 def test_the_warmup_of_a_video_to_video_request_runs_two_steps():
@@ -119,19 +118,22 @@ def test_an_animate_character_of_any_size_is_kept_as_given():
     pose, face = np.zeros((5, 32, 48, 3), np.uint8), np.zeros((5, 16, 16, 3), np.uint8)
     inputs = {"pose_video": pose, "face_video": face}
     for size in ((32, 48, 3), (40, 24, 3)):
-        assert CONFIG.request("a dancer", image=np.zeros(size, np.uint8), inputs=inputs).image.shape == size
+        assert CONFIG.request("a dancer", image=np.zeros(size, np.uint8), **inputs).input("image").shape == size
 
 
 def test_a_setting_of_another_mode_is_refused_where_the_request_does_not_run_in_it():
     """Wan Animate's segment settings on a text-to-video model (nothing reads them) are refused; at
     their defaults they pass; on an Animate model they are the run's."""
     with pytest.raises(InvalidRequestError, match="segment_frame_length=33: a setting of the animate mode; this request "
-                                                  "runs in text-to-video"):  # fmt: skip
+                                                  "runs in text-to-video on this model"):  # fmt: skip
         check_inputs(CONFIG.request("a cat", segment_frame_length=33), NONE, WAN21_T2V_14B)
     with pytest.raises(InvalidRequestError, match="prev_segment_conditioning_frames=5: a setting of the animate mode"):
         check_inputs(CONFIG.request("a cat", prev_segment_conditioning_frames=5), NONE, WAN21_T2V_14B)
+    with pytest.raises(InvalidRequestError, match="strength=0.5: a setting of the video-to-video mode; this request runs "
+                                                  "in text-to-video on this model"):  # fmt: skip
+        check_inputs(CONFIG.request("a cat", strength=0.5), NONE, WAN21_T2V_14B)
     assert check_inputs(CONFIG.request("a cat"), NONE, WAN21_T2V_14B).name == "text-to-video"
     pose, face = np.zeros((5, 32, 48, 3), np.uint8), np.zeros((5, 16, 16, 3), np.uint8)
-    dancer = CONFIG.request("a dancer", image=np.zeros((32, 48, 3), np.uint8), inputs={"pose_video": pose, "face_video": face},
+    dancer = CONFIG.request("a dancer", image=np.zeros((32, 48, 3), np.uint8), pose_video=pose, face_video=face,
                             segment_frame_length=33)  # fmt: skip
     assert check_inputs(dancer, NONE, WAN22_ANIMATE_14B).name == "animate"

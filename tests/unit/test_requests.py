@@ -1,10 +1,13 @@
-"""Every invalid request field is refused on construction, with a message naming field and fix."""
+"""Every invalid request field (and mode option) is refused on construction, with a message naming
+field and fix."""
 
 import numpy as np
 import pytest
 
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.modes.animate.options import AnimateOptions
+from wanjax.domain.modes.video_to_video import VideoToVideoOptions
 from wanjax.domain.requests import GenerationRequest
 
 VALID = dict(
@@ -46,13 +49,6 @@ def test_valid_request_builds():
         ("negative_prompt", None, "text"),
         ("sample_solver", "ddim", "unipc, dpm++, euler"),
         ("sigma_schedule", "karras", "official, diffusers"),
-        ("segment_frame_length", list(range(10**5)), "4k+1 from 5 to 4093"),  # stored per job before it was typed
-        ("segment_frame_length", 78, "4k+1 from 5 to 4093"),
-        ("segment_frame_length", 1, "4k+1 from 5 to 4093"),
-        ("segment_frame_length", 4097, "4k+1 from 5 to 4093"),
-        ("prev_segment_conditioning_frames", 3, "must be 1 or 5"),
-        ("prev_segment_conditioning_frames", True, "must be 1 or 5"),
-        ("prev_segment_conditioning_frames", "5", "must be 1 or 5"),
     ],
 )
 def test_invalid_field_is_named(field, value, expected):
@@ -63,13 +59,41 @@ def test_invalid_field_is_named(field, value, expected):
 
 
 @pytest.mark.parametrize(
+    "options, field, value, expected",
+    [
+        (AnimateOptions, "segment_frame_length", list(range(10**5)), "4k+1 from 5 to 4093"),  # stored per job untyped
+        (AnimateOptions, "segment_frame_length", 78, "4k+1 from 5 to 4093"),
+        (AnimateOptions, "segment_frame_length", 1, "4k+1 from 5 to 4093"),
+        (AnimateOptions, "segment_frame_length", 4097, "4k+1 from 5 to 4093"),
+        (AnimateOptions, "prev_segment_conditioning_frames", 3, "must be 1 or 5"),
+        (AnimateOptions, "prev_segment_conditioning_frames", True, "must be 1 or 5"),
+        (AnimateOptions, "prev_segment_conditioning_frames", "5", "must be 1 or 5"),
+        (VideoToVideoOptions, "strength", 0, "in (0, 1]"),
+        (VideoToVideoOptions, "strength", True, "in (0, 1]"),
+    ],
+)
+def test_an_invalid_mode_option_is_named(options, field, value, expected):
+    with pytest.raises(InvalidRequestError) as err:
+        options(**{field: value})
+    assert f"{field}=" in str(err.value) and expected in str(err.value)
+    with pytest.raises(InvalidRequestError, match=field):  # a config default is checked by its mode's options
+        GenerationConfig.from_mapping({}).request("x", **{field: value})
+
+
+@pytest.mark.parametrize(
     "field, value",
     [("num_inference_steps", 1), ("num_inference_steps", 1000), ("flow_shift", 0.01), ("flow_shift", 100.0),
-     ("height", 16384), ("num_frames", 4093), ("sample_timesteps", tuple(range(1000, 0, -1))),
-     ("segment_frame_length", 5), ("segment_frame_length", 4093), ("prev_segment_conditioning_frames", 5)],
+     ("height", 16384), ("num_frames", 4093), ("sample_timesteps", tuple(range(1000, 0, -1)))],
 )  # fmt: skip
 def test_the_ends_of_each_range_are_accepted(field, value):
     assert getattr(GenerationRequest(**{**VALID, field: value}), field) == value
+
+
+@pytest.mark.parametrize(
+    "field, value", [("segment_frame_length", 5), ("segment_frame_length", 4093), ("prev_segment_conditioning_frames", 5)]
+)
+def test_the_ends_of_each_options_range_are_accepted(field, value):
+    assert getattr(AnimateOptions(**{field: value}), field) == value
 
 
 def test_dpm_on_the_diffusers_grid_is_refused_with_the_fix():
@@ -92,9 +116,9 @@ def test_config_fills_request_defaults_and_overrides():
 )
 def test_image_must_be_rgb_uint8_pixels(image):
     with pytest.raises(InvalidRequestError, match="image="):
-        GenerationRequest(**VALID, image=image)
+        GenerationConfig.from_mapping({}).request("x", image=image)
 
 
 def test_image_is_carried():
     pixels = np.zeros((5, 7, 3), np.uint8)
-    assert GenerationRequest(**VALID, image=pixels).image is pixels
+    assert GenerationConfig.from_mapping({}).request("x", image=pixels).input("image") is pixels

@@ -24,14 +24,23 @@ IMAGE_NORM_EPS = 1e-5
 class PatchEmbed(nnx.Module):
     """Non-overlapping 3D patches of `in_channels`-wide latents -> tokens: diffusers'
     Conv3d(kernel = stride = patch), done as a reshape and one contraction. The kernel
-    keeps the conv's channels-last layout [pt, ph, pw, C, D]."""
+    keeps the conv's channels-last layout [pt, ph, pw, C, D]. `patch_size`: the spec's unless
+    given (S2V's frame packer embeds at 2x and 4x the patch)."""
 
-    def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, in_channels: int, *, rngs: nnx.Rngs):
-        shape = (*spec.patch_size, in_channels, spec.inner_dim)
+    def __init__(
+        self,
+        spec: TransformerSpec,
+        runtime: TransformerRuntime,
+        in_channels: int,
+        *,
+        patch_size: tuple[int, int, int] | None = None,
+        rngs: nnx.Rngs,
+    ):
+        self.patch_size = spec.patch_size if patch_size is None else patch_size
+        shape = (*self.patch_size, in_channels, spec.inner_dim)
         init = nnx.initializers.lecun_normal(in_axis=(0, 1, 2, 3), out_axis=4)
         self.kernel = nnx.Param(init(rngs.params(), shape, runtime.param_dtype))
         self.bias = nnx.Param(jnp.zeros((spec.inner_dim,), runtime.param_dtype))
-        self.patch_size = spec.patch_size
         self.dtype = runtime.dtype
 
     def __call__(self, latents: jax.Array) -> jax.Array:

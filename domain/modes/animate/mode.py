@@ -34,6 +34,9 @@ import numpy as np
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
+from wanjax.domain.inputs.fields import InputRefusal
+from wanjax.domain.modes.animate.inputs import INPUTS, NAMES
+from wanjax.domain.modes.animate.options import AnimateOptions
 from wanjax.domain.modes.animate.videos import (
     AnimateVideos,
     Segments,
@@ -44,8 +47,6 @@ from wanjax.domain.modes.animate.videos import (
 from wanjax.domain.modes.base import (
     GenerationMode,
     Generated,
-    InputField,
-    InputKind,
     ModelTraits,
     ModeRun,
     ReceivedShapes,
@@ -56,20 +57,6 @@ if TYPE_CHECKING:
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.requests import GenerationRequest
 
-INPUTS = (
-    InputField(name="image", flag="--image", kind=InputKind.IMAGE, http="input_reference",
-               help="Wan Animate: the character (png/jpg), any size: fitted onto a black canvas of the video's size"),
-    InputField(name="pose_video", flag="--pose-video", kind=InputKind.WHOLE_SIZED_VIDEO, http="pose_video",
-               help="Wan Animate: the rendered pose video (mp4 or frame folder); the output has its length"),
-    InputField(name="face_video", flag="--face-video", kind=InputKind.WHOLE_VIDEO, http="face_video",
-               help="Wan Animate: the cropped face video, stretched to the model's face size (512x512 for "
-                    "Animate-14B) where it differs"),
-    InputField(name="background_video", flag="--background-video", kind=InputKind.WHOLE_SIZED_VIDEO,
-               http="background_video",
-               help="Wan Animate replacement: the video to put the character into (with --mask)"),
-    InputField(name="mask", flag="--mask", kind=InputKind.WHOLE_MASK, http="mask",
-               help="Wan Animate replacement: a mask video, white where the character is"),
-)  # fmt: skip
 
 
 def unit_pixels(frames: np.ndarray) -> np.ndarray:
@@ -80,46 +67,51 @@ def unit_pixels(frames: np.ndarray) -> np.ndarray:
 class Animate(GenerationMode):
     name = "animate"
     inputs = INPUTS
+    options = AnimateOptions
     selected_by = ("pose_video", "face_video", "background_video")
-    settings = ("segment_frame_length", "prev_segment_conditioning_frames")
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.is_animate
 
     def check_model(self, model: ModelTraits) -> None:
         if not model.transformer.is_animate:
-            raise InvalidRequestError(
-                "--pose-video, --face-video, --background-video and --mask (with --pose-video) drive a Wan 2.2 "
+            raise InputRefusal(
+                "{pose_video}, {face_video}, {background_video} and {mask} (with {pose_video}) drive a Wan 2.2 "
                 "Animate model; this model has no Animate blocks and does not take them: use one (e.g. --model "
-                "wan2.2-animate-14b) or drop them"
+                "wan2.2-animate-14b) or drop them", **NAMES,
             )
 
     def check(self, request: GenerationRequest, model: ModelTraits) -> None:
         if request.input("face_video") is None:
-            raise InvalidRequestError(
-                "this is a Wan 2.2 Animate model: give the character (--image) with --pose-video and --face-video"
-            )
+            raise self.needs_its_inputs()
+
+    def needs_its_inputs(self) -> InputRefusal:
+        """The refusal of a request on an Animate model without Animate's inputs."""
+        return InputRefusal(
+            "this is a Wan 2.2 Animate model: give the character ({image}) with {pose_video} and {face_video}", **NAMES
+        )
 
     def check_request(self, request: GenerationRequest) -> None:
-        if request.image is None or request.input("pose_video") is None or request.input("face_video") is None:
-            raise InvalidRequestError(
-                "Wan Animate needs the character (--image) with its pose and face videos (--pose-video, --face-video)"
+        if any(request.input(name) is None for name in ("image", "pose_video", "face_video")):
+            raise InputRefusal(
+                "Wan Animate needs the character ({image}) with its pose and face videos ({pose_video}, {face_video})",
+                **NAMES,
             )
         self.segments(animate_videos(request).pose, request)
         animate_videos(request).check_size(request.height, request.width)
 
-    @staticmethod
-    def segments(pose: np.ndarray, request: GenerationRequest) -> Segments:
+    def segments(self, pose: np.ndarray, request: GenerationRequest) -> Segments:
         """How the pose video splits into the request's segments."""
-        return Segments(len(pose), request.segment_frame_length, request.prev_segment_conditioning_frames)
+        options = self.options_of(request)
+        return Segments(len(pose), options.segment_frame_length, options.prev_segment_conditioning_frames)
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """One segment's latents: the reference frame, then the segment's latent frames."""
-        frames = (request.segment_frame_length - 1) // 4 + 1  # the Wan 2.1 VAE's temporal compression
+        frames = (self.options_of(request).segment_frame_length - 1) // 4 + 1  # the Wan 2.1 VAE's temporal compression
         return attrs.evolve(geometry, frames=1 + frames)
 
     def encoded_frames(self, request: GenerationRequest) -> int:
-        return request.segment_frame_length
+        return self.options_of(request).segment_frame_length
 
     def output_frames(self, request: GenerationRequest) -> int:
         return len(request.input("pose_video"))
@@ -148,12 +140,12 @@ class Animate(GenerationMode):
             given = attrs.evolve(given, face=run.stretch(given.face, face_size, face_size))  # as diffusers resizes it
             videos = _Videos.of(given, segments.padded_frames, run.geometry)
             size = (request.height, request.width)
-            canvas = run.letterbox(request.image, *size, request.sigma_schedule)  # as the run's reference does
+            canvas = run.letterbox(request.input("image"), *size, request.sigma_schedule)  # as the run's reference does
             encoded = parts.autoencoder.encode_image(canvas, *size, num_frames=1)
             xp = array_namespace(encoded)  # the latents and frames stay where the adapters made them
             ones = np.ones((*encoded.shape[:-1], temporal), np.float32)
             reference = xp.concat([xp.asarray(ones), encoded], axis=-1)  # [1, 1, H', W', temporal + C]
-            image_context = _character_context(parts.image_encoder, request.image, canvas, request.sigma_schedule)
+            image_context = _character_context(parts.image_encoder, request.input("image"), canvas, request.sigma_schedule)
         kept, latents, previous, report = [], [], None, None
         for k, start in enumerate(segments.starts()):
             window = slice(start, start + segments.length)

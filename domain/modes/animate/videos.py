@@ -17,6 +17,8 @@ import attrs
 import numpy as np
 
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.inputs.fields import InputRefusal
+from wanjax.domain.modes.animate.inputs import NAMES
 
 PREV_SEGMENT_CONDITIONING_FRAMES = (1, 5)
 """The conditioning lengths diffusers accepts (the official code's `refert_num` too)."""
@@ -126,9 +128,9 @@ class AnimateVideos:
 
     def __attrs_post_init__(self) -> None:
         if (self.background is None) != (self.mask is None):
-            raise InvalidRequestError(
-                "replacing a person needs both --background-video and --mask (the character's region); "
-                "give both, or neither to animate the character alone"
+            raise InputRefusal(
+                "replacing a person needs both {background_video} and {mask} (the character's region); "
+                "give both, or neither to animate the character alone", **NAMES,
             )
 
     def check_size(self, height: int, width: int) -> None:
@@ -136,7 +138,7 @@ class AnimateVideos:
         others are read at it)."""
         for name, frames in (("pose_video", self.pose), ("background_video", self.background), ("mask", self.mask)):
             if frames is not None and frames.shape[1:3] != (height, width):
-                raise InvalidRequestError(
-                    f"{name}: its frames are {frames.shape[2]}x{frames.shape[1]}, the video {width}x{height}; "
-                    "give it at the video's size"
+                raise InputRefusal(
+                    f"{{given}}: its frames are {frames.shape[2]}x{frames.shape[1]}, the video {width}x{height}; "
+                    "give it at the video's size", given=NAMES[name],
                 )
