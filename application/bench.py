@@ -141,14 +141,15 @@ def _architecture(model: str) -> Architecture:
 
 
 def _with_layers(architecture: Architecture, layers: int | None) -> Architecture:
-    """The first `layers` blocks (a VACE model keeps the VACE blocks of those: hint points below `layers`)."""
+    """The first `layers` blocks, each extension cut to them (a VACE model keeps the VACE blocks of
+    those: hint points below `layers`)."""
     if layers is None:
         return architecture
     most = architecture.transformer.num_layers
     if not 1 <= layers <= most:
         raise ConfigError(f"--layers {layers}: must be between 1 and {most}, the layers of this architecture")
     spec = architecture.transformer
-    cut = {} if spec.vace_layers is None else {"vace_layers": tuple(i for i in spec.vace_layers if i < layers)}
+    cut = {key: value for extension in spec.extensions for key, value in extension.cut(spec, layers).items()}
     return attrs.evolve(architecture, transformer=attrs.evolve(spec, num_layers=layers, **cut))
 
 
@@ -278,10 +279,8 @@ def _inputs(bench: BenchPlan) -> tuple[np.ndarray, np.ndarray | None, Conditioni
     shapes = ReceivedShapes(
         transformer=a.transformer, vae=a.vae, latent_grid=(g.frames, g.height, g.width), image_tokens=a.image_tokens
     )
-    received = mode.received(shapes)  # in Conditioning's field order: the random draws keep that order
-    conditioning = Conditioning(
-        *(None if shape is None else rng.standard_normal(shape, dtype=np.float32) for shape in received)
-    )
+    received = mode.received(shapes)  # drawn in Conditioning's order (fields, then extension inputs)
+    conditioning = received.map(lambda shape, split: rng.standard_normal(shape, dtype=np.float32))
     return context, negative, conditioning
 
 

@@ -356,7 +356,8 @@ def _noise(denoiser: Denoiser, requests: Sequence[GenerationRequest], geometry: 
 
 
 def _repeated(conditioning: Conditioning, batch: int) -> Conditioning:
-    """The image conditioning (one image) repeated for every video of the batch, where it is."""
+    """The image conditioning (one image) repeated for every video of the batch, where it is (each
+    per-sample input: `RowSplit.batched`)."""
     if batch == 1:
         return conditioning
-    return Conditioning(*(None if a is None else array_namespace(a).repeat(a, batch, axis=0) for a in conditioning))
+    return conditioning.map(lambda a, split: array_namespace(a).repeat(a, batch, axis=0) if split.batched else a)

@@ -53,8 +53,9 @@ def transformer_flops_per_step(
                          with image tokens also add_k, add_v on B*M rows and QK^T, PV over M keys
         feed-forward     D -> ffn_dim -> D on B*S rows
       head             proj_out D -> p*C_out on B*S rows
-      VACE (vace_layers) patch embed of the control B*S rows, p*vace_in -> D; proj_in D -> D;
-                       per VACE block, a block as above plus proj_out D -> D on B*S rows
+      extensions       (domain/extensions/) their blocks, each as above, and their kernels every
+                       token goes through (`ExtensionCost`): VACE's patch embed of the control,
+                       p*vace_in -> D, proj_in D -> D and a proj_out D -> D per VACE block, on B*S rows
     """
     pt, ph, pw = spec.patch_size
     p = pt * ph * pw
@@ -82,14 +83,12 @@ def transformer_flops_per_step(
     feed_forward = 2 * matmul_flops(rows_s, spec.ffn_dim, d)
     head = matmul_flops(rows_s, p * spec.out_channels, d)
 
-    hints = len(spec.vace_layers or ())
-    blocks = spec.num_layers * (self_attention + cross_attention + feed_forward)
-    if hints:
-        vace = matmul_flops(rows_s, d, p * spec.vace_in_channels) + (1 + hints) * matmul_flops(rows_s, d, d)
-        blocks += vace + hints * (self_attention + cross_attention + feed_forward)
+    costs = [extension.cost(spec) for extension in spec.extensions]
+    layers = spec.num_layers + sum(cost.extra_blocks for cost in costs)
+    blocks = layers * (self_attention + cross_attention + feed_forward)
+    blocks += matmul_flops(rows_s, sum(cost.token_kernels for cost in costs), 1)
     total = patch_embed + time + text + image + blocks + head
     if not kv_cached:
         return total
-    kv_layers = spec.num_layers + hints
-    kv_projections = kv_layers * 2 * (matmul_flops(rows_l, d, d) + matmul_flops(rows_m, d, d))
+    kv_projections = layers * 2 * (matmul_flops(rows_l, d, d) + matmul_flops(rows_m, d, d))
     return total - (text + image + kv_projections)  # computed once per generation by the KV cache

@@ -34,9 +34,10 @@ import math
 
 import attrs
 
-from wanjax.domain.modes.animate.parameters import animate_parameters
 from wanjax.domain.attention import MATERIALISES_LOGITS
+from wanjax.domain.block_parameters import base_parameters, block_parameters
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.base import ExtensionCost
 from wanjax.domain.offload import OFFLOAD_ORDER, moves_components, streams_blocks
 from wanjax.domain.sizes import DTYPE_BYTES
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -158,27 +159,16 @@ class MemoryPlan:
 
 
 def transformer_parameters(spec: TransformerSpec) -> tuple[int, int]:
-    """(all parameters, those of the matmul kernels fp8 storage stores: the blocks', and an Animate
-    model's face adapters') of one expert, as diffusers counts them."""
-    d, f = spec.inner_dim, spec.ffn_dim
-    p = math.prod(spec.patch_size)
-    linear = lambda n_in, n_out: n_in * n_out + n_out
-    embed = linear(p * spec.in_channels, d) + linear(spec.freq_dim, d) + linear(d, d) + linear(d, 6 * d)
-    embed += linear(spec.text_dim, d) + linear(d, d)
-    image_kv = spec.image_dim is not None
-    if image_kv:
-        m = spec.image_dim
-        embed += 2 * m + linear(m, m) + linear(m, d) + 2 * d + (spec.pos_embed_seq_len or 0) * m
-    kernels = (8 + 2 * image_kv) * d * d + 2 * d * f
-    block = kernels + (8 + 2 * image_kv) * d + 4 * d + image_kv * d + 2 * d * spec.cross_attn_norm + f + d + 6 * d
-    head = linear(d, p * spec.out_channels) + 2 * d
-    total, block_kernels = embed + spec.num_layers * block + head, spec.num_layers * kernels
-    if spec.is_vace:  # patch embedding and proj_in, then VACE blocks: a base block and proj_out each
-        hints = len(spec.vace_layers)
-        total += linear(p * spec.vace_in_channels, d) + linear(d, d) + hints * (block + linear(d, d))
-        block_kernels += hints * (kernels + d * d)
-    block_kernels += spec.face_adapter_count * 4 * d * d  # Animate's face adapters: q, k, v, out (fp8 too)
-    return total + animate_parameters(spec), block_kernels
+    """(all parameters, those of the matmul kernels fp8 storage stores: the blocks', and those of
+    each extension's layer stacks) of one expert, as diffusers counts them."""
+    total, kernels = base_parameters(spec)
+    for cost in _extension_costs(spec):
+        total, kernels = total + cost.parameters, kernels + cost.kernels
+    return total, kernels
+
+
+def _extension_costs(spec: TransformerSpec) -> list[ExtensionCost]:
+    return [extension.cost(spec) for extension in spec.extensions]
 
 
 def plan_memory(
@@ -282,11 +272,9 @@ def _transformer_weights(work: Workload) -> int:
 
 def block_weights(work: Workload) -> int:
     """Every expert's base blocks' share of `_transformer_weights` (what `offload=layers` keeps in host memory;
-    a VACE model's VACE blocks and an Animate model's additions stay on the device)."""
+    the extensions' parameters stay on the device)."""
     spec = work.transformer
-    base = attrs.evolve(spec, vace_layers=None, vace_in_channels=None, animate=None)
-    one, two = (transformer_parameters(attrs.evolve(base, num_layers=n)) for n in (1, 2))
-    block, kernels = two[0] - one[0], two[1] - one[1]  # one block: all its parameters, its matmul kernels
+    block, kernels = block_parameters(spec)  # one block: all its parameters, its matmul kernels
     fp8 = work.weights_dtype == "float8_e4m3fn"
     dtype = work.activations_dtype if fp8 else work.weights_dtype
     size = kernels * (1 if fp8 else DTYPE_BYTES[dtype]) + (block - kernels) * DTYPE_BYTES[dtype]
@@ -296,7 +284,7 @@ def block_weights(work: Workload) -> int:
 def _kv_cache(work: Workload) -> int:
     spec = work.transformer
     keys = work.text_tokens + work.image_tokens
-    layers = spec.num_layers + len(spec.vace_layers or ())
+    layers = spec.num_layers + sum(cost.extra_blocks for cost in _extension_costs(spec))
     size = layers * 2 * work.rows * keys * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
     return work.num_experts * size // (work.row_shards * work.weight_shards)
 
@@ -312,7 +300,7 @@ def _step_activations(work: Workload, platform: str) -> int:
         per_token = STEP_BYTES_PER_WIDTH * spec.inner_dim + STEP_BYTES_PER_FFN_WIDTH * spec.ffn_dim
         per_token *= 1 if platform == "cpu" else DTYPE_BYTES[work.activations_dtype] / 4
     stream = rows * tokens * per_token
-    heads, hints = spec.num_attention_heads, len(spec.vace_layers or ())
+    heads, costs = spec.num_attention_heads, _extension_costs(spec)
     if work.attention in MATERIALISES_LOGITS:  # every query's logits over every key, at once
         queries, keys = tokens, work.tokens
     else:
@@ -321,10 +309,11 @@ def _step_activations(work: Workload, platform: str) -> int:
     upcast = 0
     if platform == "cpu" and work.activations_dtype != "float32":
         _, kernels = transformer_parameters(spec)
-        upcast = int(CPU_BF16_UPCAST * kernels / (spec.num_layers + hints) * 4)
-    # a VACE model holds all its hints [V, rows, tokens, D] while the base blocks run
-    held_hints = hints * rows * tokens * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
-    return int(stream) + logits + upcast + held_hints
+        upcast = int(CPU_BF16_UPCAST * kernels / (spec.num_layers + sum(c.extra_blocks for c in costs)) * 4)
+    # what the extensions hold while the base blocks run (a VACE model: all its hints [V, rows, tokens, D])
+    held = sum(c.held_token_arrays for c in costs) * rows * tokens * spec.inner_dim
+    held *= DTYPE_BYTES[work.activations_dtype]
+    return int(stream) + logits + upcast + held
 
 
 def _vae_decode(work: Workload, platform: str) -> int:

@@ -10,11 +10,14 @@ import math
 import numbers
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
+
+if TYPE_CHECKING:
+    from wanjax.domain.extensions.base import ModelExtension
 
 
 def _as_tuple(value: Any) -> Any:
@@ -264,6 +267,15 @@ class TransformerSpec:
     def uses_image_embeddings(self) -> bool:
         """Whether the cross-attention also attends over CLIP image embeddings (Wan 2.1 I2V, FLF2V)."""
         return self.image_dim is not None
+
+    @property
+    def extensions(self) -> tuple[ModelExtension, ...]:
+        """The model extensions (domain/extensions/) a transformer of this spec has, in the
+        registry's order: what it adds to the base model (I2V's image embedder, VACE's hint blocks,
+        Animate's pose and face branch), each with its inputs and cost."""
+        from wanjax.domain.extensions.registry import extensions_of  # the extensions read the spec
+
+        return extensions_of(self)
 
     @property
     def is_vace(self) -> bool:

@@ -13,6 +13,8 @@ from flax import nnx
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.plan import SamplingPlan, plan_sampling
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import AnimateSpec, TransformerSpec
@@ -47,10 +49,12 @@ def _cases() -> dict[str, Case]:
         "i2v": Case(I2V_SPEC, 1, i2v),
         "i2v-two-experts": Case(attrs.evolve(SPEC, in_channels=36), 2, i2v._replace(image_context=None)),
         "ti2v": Case(SPEC, 1, Conditioning(first_frame=normal(1, 1, *LATENTS[2:]))),
-        "vace": Case(VACE_SPEC, 1, Conditioning(control=normal(*LATENTS[:-1], 8), control_scale=np.float32(0.7))),
-        "animate": Case(ANIMATE_SPEC, 1, i2v._replace(  # the reference frame, then 2 latent frames
+        "vace": Case(VACE_SPEC, 1, Conditioning(extensions=VACE_EXTENSION.given(
+            control=normal(*LATENTS[:-1], 8), scale=np.float32(0.7),
+        ))),
+        "animate": Case(ANIMATE_SPEC, 1, i2v._replace(extensions=ANIMATE_EXTENSION.given(  # reference, 2 frames
             pose=normal(1, 2, *LATENTS[2:]), face=rng.uniform(-1, 1, (1, 5, 16, 16, 3)).astype(np.float32),
-        )),  # fmt: skip
+        ))),  # fmt: skip
     }
 
 

@@ -89,10 +89,10 @@ def write_random_checkpoint(
 
     if text_encoder["vocab_size"] < DEMO_VOCAB_SIZE:
         raise ValueError(f"text encoder vocab_size {text_encoder['vocab_size']}: the tokenizer has {DEMO_VOCAB_SIZE} ids")
-    if architecture.image_tokens or architecture.transformer.is_vace or architecture.transformer.animate:
+    if architecture.image_tokens or architecture.transformer.extensions:
         raise UnsupportedModelError(
             "the random checkpoint writer writes text-to-video architectures (Wan 2.1 T2V, Wan 2.2 T2V "
-            "A14B and TI2V-5B): this one needs an image encoder or control inputs"
+            "A14B and TI2V-5B): this one needs an image encoder or a model extension's inputs (VACE, Animate)"
         )
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.inputs import kinds
 from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.modes.base import GenerationMode, ModelTraits, ModeRun, ReceivedShapes
@@ -177,7 +178,8 @@ class Vace(GenerationMode):
         return request.num_frames  # the control video, mid-grey where none is given
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
-        return Conditioning(control=(1, *shapes.latent_grid, shapes.transformer.vace_in_channels))
+        control = (1, *shapes.latent_grid, shapes.transformer.vace_in_channels)
+        return Conditioning(extensions=VACE_EXTENSION.given(control=control))
 
     def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
         request, vae = run.request, run.model.vae
@@ -186,7 +188,7 @@ class Vace(GenerationMode):
             run.parts.autoencoder, video, mask, references, frames=request.num_frames, height=request.height,
             width=request.width, temporal=vae.temporal_compression, spatial=vae.spatial_compression,
         )  # fmt: skip
-        return run.noise, Conditioning(control=control)
+        return run.noise, Conditioning(extensions=VACE_EXTENSION.given(control=control))
 
     def video_latents(self, request: GenerationRequest, latents: Any) -> Any:
         return latents[:, self.reference_frames(request) :]  # the reference images' frames are not video

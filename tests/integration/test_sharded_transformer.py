@@ -125,8 +125,8 @@ ANIMATE_PARTS = {
 
 
 def _animate_forward(model, latents, timestep, context, image_context, pose, faces):
-    animate = model.animate_inputs(pose, faces, latents.shape)
-    return model(latents, timestep, context, image_context=image_context, animate=animate)
+    animate = {"animate": {"pose": pose, "face": faces}}
+    return model(latents, timestep, context, image_context=image_context, extensions=animate)
 
 
 def measure_animate() -> dict:

@@ -101,11 +101,11 @@ def _forward(model, case: Case, *, kv_cache: bool) -> np.ndarray:
 
     @nnx.jit
     def forward(model, latents, timestep, context, image_context, pose, faces):
-        animate = model.animate_inputs(pose, faces, latents.shape)
+        animate = {"animate": {"pose": pose, "face": faces}}
         if kv_cache:
             cache = model.cross_attention_kv(context, image_context)
-            return model(latents, timestep, cache=cache, animate=animate)
-        return model(latents, timestep, context, image_context=image_context, animate=animate)
+            return model(latents, timestep, cache=cache, extensions=animate)
+        return model(latents, timestep, context, image_context=image_context, extensions=animate)
 
     inputs = (case.latents, case.timestep, case.context, case.image_context, case.pose, case.faces)
     return np.asarray(forward(model, *inputs))
@@ -131,6 +131,6 @@ def test_animate_inputs_must_fit(case: Case) -> None:
     with pytest.raises(ValueError, match="needs its animate inputs"):
         model(case.latents, case.timestep, case.context, image_context=case.image_context)
     with pytest.raises(ValueError, match=r"pose latents \[B=2, F=2, H=4, W=6, C=4\]"):
-        model.animate_inputs(case.pose[:, :1], case.faces, case.latents.shape)
+        model.prepare_extensions({"animate": {"pose": case.pose[:, :1], "face": case.faces}}, case.latents.shape)
     with pytest.raises(ValueError, match="give 4 \\* 2 - 3 face frames"):
-        model.animate_inputs(case.pose, case.faces[:, :1], case.latents.shape)
+        model.prepare_extensions({"animate": {"pose": case.pose, "face": case.faces[:, :1]}}, case.latents.shape)

@@ -80,7 +80,7 @@ def scales(case: Case) -> np.ndarray:
 def test_matches_diffusers(case: Case, scan_layers: bool, scaled: bool) -> None:
     scale = scales(case) if scaled else None
     model = load_transformer(case.spec, runtime(scan_layers), case.saved.tensors)
-    forward = nnx.jit(lambda m, x, t, ctx, c, s: m(x, t, ctx, control=c, control_scale=s))
+    forward = nnx.jit(lambda m, x, t, ctx, c, s: m(x, t, ctx, extensions={"vace": {"control": c, "scale": s}}))
     out = np.asarray(forward(model, case.latents, case.timestep, case.context, case.control, scale))
 
     assert_close(out, reference(case, scale), RELATIVE_TOLERANCE)
@@ -90,8 +90,8 @@ def test_matches_diffusers(case: Case, scan_layers: bool, scaled: bool) -> None:
 def test_kv_cache_gives_the_same_velocity(case: Case) -> None:
     model = load_transformer(case.spec, runtime(True), case.saved.tensors)
     cache = model.cross_attention_kv(case.context)
-    assert cache.vace.text_k.shape[0] == len(case.spec.vace_layers)
-    cached = np.asarray(model(case.latents, case.timestep, cache=cache, control=case.control))
+    assert cache.extensions["vace"].text_k.shape[0] == len(case.spec.vace_layers)
+    cached = np.asarray(model(case.latents, case.timestep, cache=cache, extensions=_control(case.control)))
 
     assert_close(cached, reference(case, None), RELATIVE_TOLERANCE)
 
@@ -101,8 +101,8 @@ def test_zero_scale_leaves_the_base_model(case: Case) -> None:
     """With every hint scaled by 0 the VACE branch adds nothing: the base model's velocity."""
     model = load_transformer(case.spec, runtime(True), case.saved.tensors)
     zero = np.zeros(len(case.spec.vace_layers), np.float32)
-    off = np.asarray(model(case.latents, case.timestep, case.context, control=case.control, control_scale=zero))
-    on = np.asarray(model(case.latents, case.timestep, case.context, control=case.control))
+    off = np.asarray(model(case.latents, case.timestep, case.context, extensions=_control(case.control, zero)))
+    on = np.asarray(model(case.latents, case.timestep, case.context, extensions=_control(case.control)))
 
     assert_close(off, reference(case, zero), RELATIVE_TOLERANCE)
     assert np.abs(on - off).max() > 1e-2 * np.abs(off).max()
@@ -131,4 +131,9 @@ def test_control_must_fit(case: Case) -> None:
     with pytest.raises(ValueError, match="needs control latents"):
         model(case.latents, case.timestep, case.context)
     with pytest.raises(ValueError, match=r"control latents \[B=2, Fc<=2, H=4, W=6, C=12\]"):
-        model(case.latents, case.timestep, case.context, control=case.control[..., :8])
+        model(case.latents, case.timestep, case.context, extensions=_control(case.control[..., :8]))
+
+
+def _control(control: np.ndarray, scale: np.ndarray | None = None) -> dict[str, dict[str, np.ndarray]]:
+    """The VACE extension's inputs of the model's call."""
+    return {"vace": {"control": control} if scale is None else {"control": control, "scale": scale}}

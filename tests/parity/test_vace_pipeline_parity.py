@@ -19,6 +19,7 @@ from vae_models import VaeModels
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.denoising.denoiser import DenoiserOptions, JaxDenoiser
 from wanjax.adapters.jax.transformer.weights import load_transformer
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.modes.vace import vace_control
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import plan_sampling
@@ -71,7 +72,7 @@ def test_final_latents_match_diffusers(models, mode: str) -> None:
         prompt="p", height=HEIGHT, width=WIDTH, num_frames=FRAMES, num_inference_steps=STEPS,
         guidance_scale=GUIDANCE, flow_shift=FLOW_SHIFT, sigma_schedule="diffusers",
     )  # fmt: skip
-    conditioning = Conditioning(control=control, control_scale=np.float32(SCALE))
+    conditioning = Conditioning(extensions=VACE_EXTENSION.given(control=control, scale=np.float32(SCALE)))
     got = denoiser.denoise(
         initial.transpose(0, 2, 3, 4, 1), plan_sampling(request), context, negative, conditioning=conditioning
     ).latents

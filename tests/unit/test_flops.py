@@ -50,7 +50,7 @@ def vace_control(spec: TransformerSpec) -> dict[str, jax.Array]:
     """The control latents a VACE model takes (none for the others)."""
     if not spec.is_vace:
         return {}
-    return {"control": jnp.zeros((BATCH, FRAMES, HEIGHT, WIDTH, spec.vace_in_channels))}
+    return {"extensions": {"vace": {"control": jnp.zeros((BATCH, FRAMES, HEIGHT, WIDTH, spec.vace_in_channels))}}}
 
 
 def traced_flops(spec: TransformerSpec, *, scan_layers: bool, image: bool, per_token: bool) -> int:

@@ -1,5 +1,6 @@
 """The guider lays out the guidance rows as each conditioning input declares (domain/conditioning's
-GUIDANCE_ROWS) and combines the rows' predictions; each expert's steps get that expert's scale."""
+GUIDANCE_ROWS, a model extension's `inputs`) and combines the rows' predictions; each expert's
+steps get that expert's scale."""
 
 from __future__ import annotations
 
@@ -12,39 +13,58 @@ from denoiser_cases import CASES
 from wanjax.adapters.jax.denoising.guider import Guider
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.domain.conditioning import GUIDANCE_ROWS, Conditioning
+from wanjax.domain.extensions.registry import MODEL_EXTENSIONS, model_extension
+from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.guidance import UNBATCHED, GuidanceScales, RowSplit
 from wanjax.domain.plan import HIGH_NOISE, LOW_NOISE
 
 
-def test_every_conditioning_input_declares_its_split():
-    assert set(GUIDANCE_ROWS) == set(Conditioning._fields)
+def test_every_conditioning_field_declares_its_split_and_every_extension_input_too():
+    assert set(GUIDANCE_ROWS) | {"extensions"} == set(Conditioning._fields)
+    assert all(isinstance(split, RowSplit) for e in MODEL_EXTENSIONS for split in e.inputs.values())
+
+
+def _inputs(conditioning: Conditioning) -> dict[str, tuple[object, RowSplit]]:
+    """Every input of `conditioning` by a flat name, with its declared split."""
+    flat = {name: (getattr(conditioning, name), split) for name, split in GUIDANCE_ROWS.items()}
+    for extension, inputs in (conditioning.extensions or {}).items():
+        splits = model_extension(extension).inputs
+        flat.update({f"{extension}.{name}": (value, splits[name]) for name, value in inputs.items()})
+    return flat
 
 
 def test_the_conditional_rows_read_the_inputs_and_the_unconditional_rows_their_declared_value():
-    given = CASES["animate"].conditioning._replace(control=np.ones((1, 3, 4, 6, 8), np.float32), control_scale=0.5)
-    rows = Guider(2).rows(given)
-    for name in Conditioning._fields:
-        value, laid_out = getattr(given, name), getattr(rows, name)
-        if value is None or GUIDANCE_ROWS[name] == UNBATCHED:
+    animate = CASES["animate"].conditioning
+    vace = VACE_EXTENSION.given(control=np.ones((1, 3, 4, 6, 8), np.float32), scale=0.5)
+    given = animate._replace(extensions={**animate.extensions, **vace})
+    rows = _inputs(Guider(2).rows(given))
+    for name, (value, split) in _inputs(given).items():
+        laid_out = rows[name][0]
+        if value is None or split == UNBATCHED:
             assert laid_out is value, name
             continue
         conditional, unconditional = np.split(np.asarray(laid_out), 2)
         np.testing.assert_array_equal(conditional, value, err_msg=name)
-        fill = GUIDANCE_ROWS[name].unconditional_fill
+        fill = split.unconditional_fill
         np.testing.assert_array_equal(unconditional, value if fill is None else np.full_like(value, fill), err_msg=name)
-    assert (np.asarray(rows.face)[1] == -1).all()  # Animate's unconditional rows see a blank face
+    assert (np.asarray(rows["animate.face"][0])[1] == -1).all()  # Animate's unconditional rows see a blank face
+    assert len(rows) == 7  # three fields, two VACE inputs, two Animate inputs: none left out
 
 
 def test_one_row_group_leaves_every_input_as_given():
     given = CASES["animate"].conditioning
     rows = Guider(1).rows(given)
-    assert all(a is b for a, b in zip(rows, given, strict=True))
+    assert all(a is b[0] for a, b in zip((v for v, _ in _inputs(rows).values()), _inputs(given).values()))
 
 
 def test_an_input_without_a_declared_split_is_refused_with_the_fix(monkeypatch):
-    monkeypatch.delitem(GUIDANCE_ROWS, "face")
+    monkeypatch.delitem(GUIDANCE_ROWS, "image_context")
     with pytest.raises(TypeError, match="add it to domain/conditioning.GUIDANCE_ROWS"):
         Guider(2).rows(CASES["animate"].conditioning)
+    monkeypatch.undo()
+    given = Conditioning(extensions={"vace": {"controls": np.zeros((1, 3, 4, 6, 8), np.float32)}})
+    with pytest.raises(TypeError, match="the vace extension declares no input 'controls'"):
+        Guider(2).rows(given)
 
 
 def test_an_unbatched_input_has_no_unconditional_value():

@@ -119,7 +119,8 @@ def test_vace_blocks_split_as_the_base_blocks(scan_layers: bool) -> None:
 def test_fp8_storage_takes_the_animate_face_adapters_and_leaves_its_encoders() -> None:
     """Wan 2.2 Animate-14B: the face adapters' q, k, v and out kernels (0.84B parameters) stored in
     fp8 as the blocks' are; its motion and face encoders and pose patch embedding (an embedder)
-    keep the model's dtype (adapters/jax/transformer/weights.py, `_KERNEL_STACKS`)."""
+    keep the model's dtype (the Animate extension's `rules.stacks`,
+    adapters/jax/transformer/animate/extension.py)."""
     layout = storage_layout(abstract_model("2.2-Animate-14B"), jnp.float8_e4m3fn)
     animate = {path: s for path, s in layout.items() if path[0] == "animate"}
     fp8 = {path for path, s in animate.items() if s.dtype == jnp.float8_e4m3fn}

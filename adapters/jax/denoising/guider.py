@@ -1,5 +1,6 @@
 """Classifier-free guidance on the device: the transformer's batch of guidance rows, built from
-each conditioning input's declared `RowSplit` (domain/conditioning.GUIDANCE_ROWS), and the guided
+each conditioning input's declared `RowSplit` (domain/conditioning.GUIDANCE_ROWS, or its model
+extension's `inputs`), and the guided
 prediction combined from the rows' predictions. The one place that knows the row layout: the
 conditional rows first, then the unconditional ones, each a copy of the B samples.
 """
@@ -61,13 +62,12 @@ class Guider:
         return self.split_rows(latents, RowSplit())
 
     def rows(self, conditioning: Conditioning) -> Conditioning:
-        """Every field of `conditioning` laid out for the rows, as `GUIDANCE_ROWS` declares it."""
-        return Conditioning(*(self.field_rows(conditioning, name) for name in Conditioning._fields))
+        """Every input of `conditioning` laid out for the rows, as it declares (`GUIDANCE_ROWS`, or
+        its extension's `inputs`)."""
+        return conditioning.map(self.split_rows)
 
     def field_rows(self, conditioning: Conditioning, name: str) -> Any:
-        """Field `name` of `conditioning` laid out for the rows (None stays None)."""
-        if name not in GUIDANCE_ROWS:
-            raise TypeError(f"Conditioning.{name} declares no RowSplit: add it to domain/conditioning.GUIDANCE_ROWS")
+        """Field `name` of `conditioning` (one every model may read) laid out for the rows (None stays None)."""
         value = getattr(conditioning, name)
         return None if value is None else self.split_rows(value, GUIDANCE_ROWS[name])
 

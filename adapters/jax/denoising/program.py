@@ -253,4 +253,4 @@ class KeptInputs:
 
 
 def _on_device(conditioning: Conditioning) -> Conditioning:
-    return Conditioning(*(None if a is None else jnp.asarray(a, jnp.float32) for a in conditioning))
+    return conditioning.map(lambda a, split: jnp.asarray(a, jnp.float32))

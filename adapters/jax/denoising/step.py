@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import attrs
 import jax
@@ -147,17 +148,9 @@ def _transformer_pass(
     x_rows = _model_input(transformer, guider.latent_rows(x), rows)
     grid = transformer.token_grid(x_rows.shape)
     t = _timesteps(transformer, x_rows, step.values.timestep, rows.first_frame)  # [rows] or [rows, S]
-    animate = None
-    if rows.pose is not None:
-        pose, face = rows.pose.astype(transformer.dtype), rows.face.astype(transformer.dtype)
-        animate = transformer.animate_inputs(pose, face, x_rows.shape)
-    tokens, time = transformer.embed(x_rows, t, None if animate is None else animate.pose)  # [rows, S, D]
-    inputs = _BlockInputs(
-        image=rows.image_context,
-        vace=None if rows.control is None else (rows.control, rows.control_scale, x_rows.shape),
-        face=None if animate is None else animate.face,
-    )
-    blocks = functools.partial(_blocks, model, inputs=inputs)
+    prepared = transformer.prepare_extensions(rows.extensions, x_rows.shape)  # each extension's inputs
+    tokens, time = transformer.embed(x_rows, t, prepared)  # [rows, S, D]
+    blocks = functools.partial(_blocks, model, image=rows.image_context, prepared=prepared)
     out, cache, report = controls.device_feature.around_blocks(step, tokens, time, cache, blocks, guider.copies)
     return transformer.head(out, time, grid), cache, report
 
@@ -171,30 +164,24 @@ def _model_input(transformer: WanTransformer, latent_rows: jax.Array, rows: Cond
     return jnp.concatenate([x, rows.extra_channels.astype(transformer.dtype)], axis=-1)
 
 
-class _BlockInputs(NamedTuple):
-    """What the blocks read of the conditioning rows besides the text: the image tokens
-    [rows, M, image_dim] (when no K/V cache holds theirs), a VACE model's control latents
-    [rows, ...], their scale and the latents' shape, an Animate model's face tokens
-    [rows, F', N + 1, D]; None where the model has none."""
-
-    image: jax.Array | None
-    vace: tuple[jax.Array, jax.Array | None, tuple[int, ...]] | None
-    face: jax.Array | None
-
-
 def _blocks(
-    model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, *, inputs: _BlockInputs
+    model: StepModel,
+    step: Step,
+    tokens: jax.Array,
+    temb6: jax.Array,
+    *,
+    image: jax.Array | None,
+    prepared: Mapping[str, Any],
 ) -> jax.Array:
-    """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, an Animate
-    model's face adapters after theirs); the cross-attention K/V from the cache, or computed
-    here from the text embeddings (and image tokens)."""
+    """tokens [rows, S, D] through every block, with what each extension `prepared` of its rows of
+    the conditioning; the cross-attention K/V from the cache, or computed here from the text
+    embeddings (and the image tokens [rows, M, image_dim], when no K/V cache holds theirs)."""
     transformer = model.merged(step.params)
-    control = None if inputs.vace is None else transformer.vace_control(*inputs.vace)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
-        image = None if inputs.image is None else inputs.image.astype(transformer.dtype)
+        image = None if image is None else image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, inputs.face, stream=model.stream_blocks)
+    return transformer.run_blocks(tokens, kv, temb6, step.rope, prepared, stream=model.stream_blocks)
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:

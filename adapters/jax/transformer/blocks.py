@@ -11,7 +11,7 @@ tables are fp32 parameters.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
 import jax
@@ -66,13 +66,14 @@ class CrossAttentionKV(NamedTuple):
     """What the cross-attention attends over: keys and values of the text tokens and, in
     Wan 2.1 I2V, of the image tokens (None otherwise). [B, L, N, H] / [B, M, N, H] for one
     block; with a leading [layers] axis for all blocks (the KV cache a sampling loop holds).
-    A VACE model's cache also holds its VACE blocks' K/V in `vace` ([V, B, L, N, H] ...)."""
+    A model's cache also holds the K/V of its extensions' own blocks, by extension name, in
+    `extensions` (a VACE model's VACE blocks': {"vace": [V, B, L, N, H] ...}); None: none."""
 
     text_k: jax.Array
     text_v: jax.Array
     image_k: jax.Array | None = None
     image_v: jax.Array | None = None
-    vace: CrossAttentionKV | None = None
+    extensions: Mapping[str, CrossAttentionKV] | None = None
 
 
 class Attention(nnx.Module):

@@ -7,19 +7,20 @@ for a sampling loop to compute once (its KV cache) and pass to every step. A (pt
 patch becomes one token; tokens run in (frame, row, column) order, the order of
 diffusers' `flatten(2)` after its Conv3d.
 
-A VACE spec (Wan 2.1 VACE, diffusers' WanVACETransformer3DModel) adds the `vace` branch:
-control latents in, one hint added after each of the base blocks `vace_layers` names.
-
-An Animate spec (Wan 2.2 Animate, diffusers' WanAnimateTransformer3DModel) adds the `animate`
-branch (`animate/`): pose tokens added to the video tokens, and a face adapter after every
-`inject_face_latents_blocks`-th base block, both from `AnimateInputs` computed per segment.
+A variant that adds to the base model is a transformer extension (extension.py; the list in
+extensions.py), held under its name: a VACE spec (diffusers' WanVACETransformer3DModel) has
+`vace` (`vace/`: control latents in, one hint added after each of the base blocks `vace_layers`
+names), an Animate spec (diffusers' WanAnimateTransformer3DModel) has `animate` (`animate/`: pose
+tokens added to the video tokens, a face adapter after every `inject_face_latents_blocks`-th
+base block). The model calls their hooks; it names none of them.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from typing import NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -27,15 +28,15 @@ from flax import nnx
 from jax.typing import ArrayLike
 
 from wanjax.adapters.jax.sharding.activations import ActivationSharding, constrain
-from wanjax.adapters.jax.transformer.animate.branch import AnimateBranch, AnimateInputs
-from wanjax.adapters.jax.transformer.animate.face_adapter import face_slots, with_face
+from wanjax.adapters.jax.sharding.rules import TRANSFORMER_RULES, ParameterRules
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
+from wanjax.adapters.jax.transformer.extension import ExtensionModule
+from wanjax.adapters.jax.transformer.extensions import transformer_extensions
 from wanjax.adapters.jax.transformer.offload import scan_streamed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
-from wanjax.adapters.jax.transformer.vace import VaceBranch, VaceControl, hint_slots, with_hint
 from wanjax.domain.sharding import (
     ACTIVATION_BATCH,
     ACTIVATION_EMBED,
@@ -75,8 +76,14 @@ class WanTransformer(nnx.Module):
         self.scale_shift_table = nnx.Param(
             jax.random.normal(rngs.params(), (1, 2, dim), jnp.float32) / dim**0.5
         )
-        self.vace = VaceBranch(spec, runtime, rngs=rngs) if spec.is_vace else None
-        self.animate = AnimateBranch(spec, runtime, rngs=rngs) if spec.is_animate else None
+        extensions = transformer_extensions(spec)
+        rules = ParameterRules()
+        for extension in extensions:
+            if extension.build is not None:
+                setattr(self, extension.name, extension.build(spec, runtime, rngs))
+            rules += extension.rules
+        self.extension_names = tuple(e.name for e in extensions if e.build is not None)
+        self.parameter_rules = rules + TRANSFORMER_RULES  # the extensions' first: theirs match first
         self.spec = spec
         self.scan_layers = runtime.scan_layers
         self.dtype = runtime.dtype
@@ -108,17 +115,18 @@ class WanTransformer(nnx.Module):
 
         They depend on the prompt (and image), never on the latents or the timestep: a sampling
         loop computes them once and passes them as `cache=` to every step (the KV cache).
-        A VACE model's also holds its VACE blocks' K/V ([V, B, L, N, H] ..., in `vace`).
-        `stream`: the blocks' weights are in host memory (`offload.scan_streamed`).
+        An extension with blocks of its own adds theirs under its name (`extensions`: a VACE model's
+        VACE blocks' [V, B, L, N, H] ...). `stream`: the blocks' weights are in host memory
+        (`offload.scan_streamed`).
         """
         batch = context.shape[0]
         self._check_image_context(batch, image_context)
         text = self.condition_embedder.text(context)  # [B, L, D]
         image = None if image_context is None else self.condition_embedder.image(image_context)  # [B, M, D]
         kv = stacked_key_values(self.blocks, text, image, stream=stream)
-        if self.vace is not None:
-            kv = kv._replace(vace=self.vace.cross_key_values(text, image))
-        return self._pin_kv(kv)
+        own = {name: module.key_values(text, image) for name, module in self.extension_modules()}
+        own = {name: blocks_kv for name, blocks_kv in own.items() if blocks_kv is not None}
+        return self._pin_kv(kv._replace(extensions=own or None))
 
     def _pin_kv(self, kv: CrossAttentionKV) -> CrossAttentionKV:
         """[layers, B, L, N, H]: rows as the activations, heads over tensor, whole over context."""
@@ -137,9 +145,7 @@ class WanTransformer(nnx.Module):
         image_context: jax.Array | None = None,
         rope: RopeTables | None = None,
         cache: CrossAttentionKV | None = None,
-        control: jax.Array | None = None,
-        control_scale: ArrayLike | None = None,
-        animate: AnimateInputs | None = None,
+        extensions: Mapping[str, Mapping[str, ArrayLike]] | None = None,
     ) -> jax.Array:
         """latents [B, F, H, W, C_in]; timestep [B] (e.g. 999.0), or [B, S] one per token
         in token order (S = F' * H' * W', Wan 2.2 TI2V); context [B, L, text_dim];
@@ -147,10 +153,11 @@ class WanTransformer(nnx.Module):
         uses them (Wan 2.1 I2V: M = 257; FLF2V: M = pos_embed_seq_len, first frame's tokens
         then last frame's) -> velocity [B, F, H, W, C_out] float32.
         Instead of context and image_context, `cache` may give their `cross_attention_kv`.
-        `rope` defaults to `self.rope_tables(latents.shape)`. A VACE model (only) takes
-        `control`, the control latents [B, Fc <= F, H, W, vace_in_channels], and
-        `control_scale`, one number or one per VACE layer (default 1). An Animate model (only)
-        takes `animate`, the `animate_inputs` of its pose latents and face video."""
+        `rope` defaults to `self.rope_tables(latents.shape)`. `extensions`: the inputs of the
+        model's extensions by name (`prepare_extensions`): a VACE model's {"vace": {"control":
+        [B, Fc <= F, H, W, vace_in_channels], "scale": one number or one per VACE layer
+        (default 1)}}, an Animate model's {"animate": {"pose": [B, F - 1, H, W, C_out], "face":
+        [B, T, S, S, 3] in [-1, 1]}}."""
         b = latents.shape[0]
         grid = self.token_grid(latents.shape)
         self._check_timestep(b, math.prod(grid), timestep)
@@ -160,55 +167,45 @@ class WanTransformer(nnx.Module):
             )
         if cache is None:
             self._check_image_context(b, image_context)
-        elif (
-            (cache.image_k is not None) != self.spec.uses_image_embeddings
-            or (cache.vace is not None) != self.spec.is_vace
-            or cache.text_k.shape[1] != b
-        ):
+        elif (cache.image_k is not None) != self.spec.uses_image_embeddings or cache.text_k.shape[1] != b:
             raise ValueError(f"the cross-attention cache does not fit this model and batch {b}")
-        if control is None and self.vace is not None:
-            raise ValueError("this VACE transformer needs control latents")
-        if (animate is None) != (self.animate is None):
-            raise ValueError(
-                "an Animate transformer needs its animate inputs (pose latents and face video), the others none"
-            )
+        prepared = self.prepare_extensions(extensions, latents.shape)
         rope = self.rope_tables(latents.shape) if rope is None else rope
 
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
-        vace = None if control is None else self.vace_control(control, control_scale, latents.shape)
-        x, time = self.embed(latents, timestep, None if animate is None else animate.pose)
-        face = None if animate is None else animate.face
-        return self.head(self.run_blocks(x, cache, time.temb6, rope, vace, face), time, grid)
+        x, time = self.embed(latents, timestep, prepared)
+        return self.head(self.run_blocks(x, cache, time.temb6, rope, prepared), time, grid)
 
-    def animate_inputs(self, pose_latents: jax.Array, faces: jax.Array, latent_shape: tuple[int, ...]) -> AnimateInputs:
-        """What the steps of an Animate model read of one segment's pose latents
-        [B, F - 1, H, W, C_out] and face video [B, T, S, S, 3] in [-1, 1], beside latents of
-        `latent_shape` [B, F, H, W, C_in] whose frame 0 is the reference (`AnimateBranch.inputs`)."""
-        if self.animate is None:
-            raise ValueError("pose and face videos were given, but this transformer has no Animate blocks")
-        return self.animate.inputs(pose_latents, faces, latent_shape)
+    def extension_modules(self) -> tuple[tuple[str, ExtensionModule], ...]:
+        """(name, module) of each extension with a module of its own, in the registry's order."""
+        return tuple((name, getattr(self, name)) for name in self.extension_names)
 
-    def vace_control(
-        self, control: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
-    ) -> VaceControl:
-        """What `run_blocks` reads of the control latents [B, Fc <= F, H, W, vace_in_channels] and
-        their scale (one number or one per VACE layer, None: 1), beside latents of `latent_shape`."""
-        if self.vace is None:
-            raise ValueError("control latents were given, but this transformer has no VACE blocks (vace_layers None)")
-        return self.vace.control(control, scale, latent_shape)
+    def prepare_extensions(
+        self, inputs: Mapping[str, Mapping[str, ArrayLike]] | None, latent_shape: tuple[int, ...]
+    ) -> dict[str, Any]:
+        """The extensions' inputs by name (`Conditioning.extensions`' rows), each checked and made
+        into what `embed` and `run_blocks` read (its `prepare`), beside latents of `latent_shape`
+        [B, F, H, W, C_in]. Every extension of the model needs its own; no other may be given."""
+        inputs = {} if inputs is None else inputs
+        unknown = sorted(set(inputs) - set(self.extension_names))
+        if unknown:
+            has = ", ".join(self.extension_names) or "none"
+            raise ValueError(f"inputs were given for {unknown}, but this transformer's extensions are: {has}")
+        return {name: module.prepare(inputs.get(name, {}), latent_shape) for name, module in self.extension_modules()}
 
     def embed(
-        self, latents: jax.Array, timestep: jax.Array, pose: jax.Array | None = None
+        self, latents: jax.Array, timestep: jax.Array, prepared: Mapping[str, Any] | None = None
     ) -> tuple[jax.Array, TimeEmbedding]:
-        """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D] (plus an
-        Animate model's pose tokens [B, S, D]), and the time embedding of `timestep` ([B] or
-        [B, S]). Split out so a sampling loop can skip the blocks alone (a cache policy reusing
-        their residual) and still run this and `head`."""
+        """The stage before the blocks: latents [B, F, H, W, C_in] -> tokens x [B, S, D] (as each
+        extension embeds its `prepared` inputs: an Animate model adds its pose tokens), and the
+        time embedding of `timestep` ([B] or [B, S]). Split out so a sampling loop can skip the
+        blocks alone (a cache policy reusing their residual) and still run this and `head`."""
         x = self.patch_embedding(latents)  # [B, F', H', W', D]
         x = x.reshape(x.shape[0], -1, x.shape[-1])  # [B, S, D]
-        if pose is not None:
-            x = x + pose
+        prepared = self._prepared(prepared)
+        for name, module in self.extension_modules():
+            x = module.embed(x, prepared[name])
         x = self._pin_tokens(x)
         return x, TimeEmbedding(*self.condition_embedder.time(timestep))
 
@@ -249,33 +246,36 @@ class WanTransformer(nnx.Module):
                 f"image_dim={spec.image_dim}] (CLIP image embeddings), got shape {shape}"
             )
 
+    def _prepared(self, prepared: Mapping[str, Any] | None) -> Mapping[str, Any]:
+        prepared = {} if prepared is None else prepared
+        if set(prepared) != set(self.extension_names):
+            raise ValueError(
+                f"the blocks need what prepare_extensions made for each of this transformer's extensions "
+                f"({', '.join(self.extension_names) or 'none'}), got {sorted(prepared)}"
+            )
+        return prepared
+
     def run_blocks(
         self,
         x: jax.Array,
         cache: CrossAttentionKV,
         temb6: jax.Array,
         rope: RopeTables,
-        control: VaceControl | None = None,
-        face: jax.Array | None = None,
+        prepared: Mapping[str, Any] | None = None,
         *,
         stream: bool = False,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
-        ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. A VACE
-        model first runs its VACE blocks on `control` and x, then adds their hints. An Animate
-        model runs its face adapters on `face` (`AnimateInputs.face`) after their blocks. `stream`:
-        the scanned blocks' weights are in host memory and reach the device block by block
-        (`offload.scan_streamed`)."""
-        hints = None
-        if self.vace is not None:
-            if control is None or cache.vace is None:
-                raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
-            hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
-        if (face is None) != (self.animate is None):
-            raise ValueError("an Animate transformer's blocks need the face tokens, the others none")
-        adapters = None if self.animate is None else self.animate.face_adapter
-        per_layer = (cache._replace(vace=None), hint_slots(self.spec), face_slots(self.spec))
-        shared = (hints, adapters, face, temb6, rope)
+        ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. Each extension
+        first makes what the blocks read of it from x and its `prepared` inputs (a VACE model runs
+        its VACE blocks into hints), then acts after the blocks its slots name (adds a hint, runs a
+        face adapter). `stream`: the scanned blocks' weights are in host memory and reach the
+        device block by block (`offload.scan_streamed`)."""
+        prepared, modules = self._prepared(prepared), self.extension_modules()
+        own = cache.extensions or {}
+        held = tuple(module.before_blocks(x, prepared[name], own.get(name), temb6, rope) for name, module in modules)
+        per_layer = (cache._replace(extensions=None), tuple(module.layer_slots() for _, module in modules))
+        shared = (tuple(module for _, module in modules), held, temb6, rope)
         body = functools.partial(_layer, self.activation_sharding)
         if stream:
             streamed = lambda block, x, layer_inputs: (body(block, x, layer_inputs, shared), None)  # noqa: E731
@@ -284,9 +284,9 @@ class WanTransformer(nnx.Module):
             carry_first = lambda x, block, layer_inputs, shared: body(block, x, layer_inputs, shared)  # noqa: E731
             scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
             return scanned(x, self.blocks, per_layer, shared)
-        kv, hint_at, face_at = per_layer
+        kv, slots = per_layer
         for i, block in enumerate(self.blocks):
-            x = body(block, x, (layer(kv, i), hint_at[i], int(face_at[i])), shared)
+            x = body(block, x, (layer(kv, i), tuple(int(at[i]) for at in slots)), shared)
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
@@ -306,10 +306,12 @@ def _layer(
     sharding: ActivationSharding, block: WanBlock, x: jax.Array, layer_inputs: tuple, shared: tuple
 ) -> jax.Array:
     """The block loop's one body, for its scanned, streamed and listed forms: base block i on x
-    [B, S, D], then what runs after it. `layer_inputs`: block i's cross-attention K/V, its VACE
-    hint slot and its face adapter slot (-1: none); `shared`: the hints [V, B, S, D], the face
-    adapters, the face tokens, temb6 and the RoPE tables (None where the model has none)."""
-    kv, hint_slot, face_slot = layer_inputs
-    hints, adapters, face, temb6, rope = shared
-    x = with_hint(block(x, kv, temb6, rope), hints, hint_slot)
-    return _pinned_tokens(sharding, with_face(x, adapters, face, face_slot))
+    [B, S, D], then each extension's action after it. `layer_inputs`: block i's cross-attention
+    K/V and each extension's slot (-1: none); `shared`: the extensions' modules, what each holds
+    for the blocks (`before_blocks`), temb6 and the RoPE tables."""
+    kv, slots = layer_inputs
+    modules, held, temb6, rope = shared
+    x = block(x, kv, temb6, rope)
+    for module, state, slot in zip(modules, held, slots, strict=True):
+        x = module.after_block(x, state, slot)
+    return _pinned_tokens(sharding, x)

@@ -1,6 +1,6 @@
 """The name table of the transformer's weights: each diffusers tensor name, the parameter
-path it fills and the torch -> JAX layout change (`weights` loads and exports through it;
-`vace_weights` adds a VACE model's).
+path it fills and the torch -> JAX layout change (`weights` loads and exports through it; each
+transformer extension adds its own, `TransformerExtension.weights`).
 
 A block's entries are relative to the block (`blocks.{i}.` in diffusers, a "layers"
 index or list index here); `stack_slots` places them for either block layout.
@@ -51,7 +51,7 @@ def patch_embedding_entries(name: str, path: Path) -> tuple[Entry, Entry]:
     return Entry(f"{name}.weight", (*path, "kernel"), CONV3D), Entry(f"{name}.bias", (*path, "bias"))
 
 
-def top_entries(spec: TransformerSpec) -> tuple[Entry, ...]:
+def top_entries() -> tuple[Entry, ...]:
     cond = "condition_embedder"
     return (
         *patch_embedding_entries("patch_embedding", ("patch_embedding",)),
@@ -62,21 +62,7 @@ def top_entries(spec: TransformerSpec) -> tuple[Entry, ...]:
         *linear_entries(f"{cond}.text_embedder.linear_2", (cond, "text_embedder", "linear_2")),
         *linear_entries("proj_out", ("proj_out",)),
         Entry("scale_shift_table", ("scale_shift_table",)),
-        *(image_embedder_entries(spec) if spec.uses_image_embeddings else ()),
     )
-
-
-def image_embedder_entries(spec: TransformerSpec) -> tuple[Entry, ...]:
-    name, path = "condition_embedder.image_embedder", ("condition_embedder", "image_embedder")
-    entries = [
-        *layer_norm_entries(f"{name}.norm1", (*path, "norm1")),
-        *linear_entries(f"{name}.ff.net.0.proj", (*path, "ff", "proj_in")),
-        *linear_entries(f"{name}.ff.net.2", (*path, "ff", "proj_out")),
-        *layer_norm_entries(f"{name}.norm2", (*path, "norm2")),
-    ]
-    if spec.pos_embed_seq_len is not None:
-        entries.append(Entry(f"{name}.pos_embed", (*path, "pos_embed")))
-    return tuple(entries)
 
 
 def block_entries(spec: TransformerSpec) -> tuple[Entry, ...]:

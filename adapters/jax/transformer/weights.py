@@ -1,17 +1,16 @@
 """Diffusers-format weights <-> `WanTransformer` parameters.
 
-One table (`weight_names`, `vace_weights` for a VACE model, `animate/weight_names` for an Animate
-one) maps each diffusers tensor name to a
-parameter path and a layout change; loading and exporting both walk it, so the two
-directions cannot drift apart.
+One table (`weight_names`, plus each of the model's extensions' `weights`: VACE's, Animate's,
+the I2V image embedder's) maps each diffusers tensor name to a parameter path and a layout
+change; loading and exporting both walk it, so the two directions cannot drift apart.
 
 Dtypes follow the model's parameters: `runtime.param_dtype` everywhere except what
 diffusers keeps in fp32 (`_keep_in_fp32_modules`, matched per dotted name component),
 which stays fp32 here too: both `scale_shift_table`s, `blocks.N.norm2.*`,
 `condition_embedder.time_embedder.*` and the I2V image embedder's `norm1.*`/`norm2.*`.
 (The q/k RMS norm weights and the FLF2V `pos_embed` are not in that list and use
-`param_dtype`, as in diffusers.) `storage_layout` may store the blocks' matmul kernels
-in fp8 instead.
+`param_dtype`, as in diffusers.) `storage_layout` may store the matmul kernels of the layer
+stacks (the blocks', an extension's `rules.stacks`) in fp8 instead.
 
 Loading reads each tensor once, zero-copy from the file mapping, and casts it straight
 into its slot of a preallocated (for scanned blocks, stacked [L, ...]) buffer, on a few
@@ -32,12 +31,11 @@ from flax import nnx
 from jax.typing import DTypeLike
 
 from wanjax.adapters.checkpoints.weights import TensorFiles
-from wanjax.adapters.jax.transformer.animate.weight_names import animate_slots
 from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.extensions import transformer_extensions
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
-from wanjax.adapters.jax.transformer.vace_weights import vace_slots
 from wanjax.adapters.jax.transformer.weight_names import (
     Path,
     Slot,
@@ -51,9 +49,11 @@ from wanjax.domain.specs import TransformerSpec
 def parameter_slots(model: WanTransformer) -> list[Slot]:
     """Where each diffusers tensor goes in `model`: its parameter, layer and layout change."""
     spec = model.spec
-    slots = [Slot(e.name, e.path, None, e.to_jax) for e in top_entries(spec)]
+    slots = [Slot(e.name, e.path, None, e.to_jax) for e in top_entries()]
     slots += stack_slots("blocks", ("blocks",), block_entries(spec), spec.num_layers, scan_layers=model.scan_layers)
-    return slots + vace_slots(spec, scan_layers=model.scan_layers) + animate_slots(spec, scan_layers=model.scan_layers)
+    for extension in transformer_extensions(spec):
+        slots += extension.weights(spec, model.scan_layers)
+    return slots
 
 
 def _params(model: WanTransformer, slots: Sequence[Slot]) -> dict[Path, nnx.Param]:
@@ -101,28 +101,23 @@ def abstract_transformer(spec: TransformerSpec, runtime: TransformerRuntime) -> 
     return nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
 
 
-_KERNEL_STACKS = ("blocks", "face_adapter")
-"""The layer stacks whose matmul kernels `kernel_dtype` stores: the blocks (and VACE blocks), nearly
-all the bytes, and Wan Animate's face adapters (four D x D projections after every fifth block: 0.84B
-parameters at Animate-14B, 1.7 GB in bf16). Animate's motion and face encoders (41M parameters,
-convolutions run once per segment on the face video) and its pose patch embedding (an embedder,
-as the patch embedding) keep the model's dtype: fp8 would save 40 MB there and cost accuracy in
-what every face adapter reads."""
-
-
 def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None) -> dict[Path, jax.ShapeDtypeStruct]:
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
-    that `kernel_dtype` (fp8) stores the matmul kernels of `_KERNEL_STACKS`; the layers cast
-    them to the compute dtype as they use them. Embedders, the output projection, biases and
-    norms keep the model's dtype.
+    that `kernel_dtype` (fp8) stores the matmul kernels of the layer stacks (`parameter_rules.stacks`:
+    the blocks, and VACE's, nearly all the bytes; Animate's face adapters, 0.84B parameters at
+    Animate-14B); the layers cast them to the compute dtype as they use them. Embedders (Animate's
+    pose patch embedding too), the output projection, biases, norms and Animate's face-video
+    encoders (41M parameters, run once per segment: fp8 would save 40 MB and cost accuracy in what
+    every face adapter reads) keep the model's dtype.
     """
     layout = {}
+    stacks = model.parameter_rules.stacks
     for path, param in _params(model, parameter_slots(model)).items():
         abstract = param.get_value()
         dtype = abstract.dtype
-        stacked = any(name in path for name in _KERNEL_STACKS)
+        stacked = any(name in path for name in stacks)
         if kernel_dtype is not None and stacked and path[-1] == "kernel" and dtype != jnp.float32:
             dtype = jnp.dtype(kernel_dtype)
         layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)

@@ -15,10 +15,10 @@ character for frame 0 (mask all 1), and for the segment the previous segment's l
 generated frames (mask 1 over them; none for the first segment), then black ("animate") or the
 background video ("replace": the mask is 1 outside the character's region too). The pose
 video's latents and the face video (stretched to the model's face size, as diffusers resizes it)
-go to the transformer as `Conditioning.pose` and `.face`. The loop is the shared one
-(domain/modes/segments.py): each segment is decoded, its last P frames, unrounded, condition the
-next, and its new frames are emitted; segment k starts from the noise of seed + k (segment 0: the
-run's noise).
+go to the transformer as the Animate extension's inputs (`Conditioning.extensions["animate"]`).
+The loop is the shared one (domain/modes/segments.py): each segment is decoded, its last P
+frames, unrounded, condition the next, and its new frames are emitted; segment k starts from the
+noise of seed + k (segment 0: the run's noise).
 
 The latents, the decoded frames and the conditioning made of them stay where the adapters made
 them (the device), combined there through `array_namespace`; only each segment's new frames,
@@ -35,6 +35,7 @@ import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.inputs.fields import InputRefusal
 from wanjax.domain.modes.animate.inputs import INPUTS, NAMES
 from wanjax.domain.modes.animate.options import AnimateOptions
@@ -125,8 +126,9 @@ class Animate(GenerationMode):
         return Conditioning(
             extra_channels=(1, frames, height, width, t.in_channels - t.out_channels),
             image_context=(1, shapes.image_tokens, t.image_dim),
-            pose=(1, frames - 1, height, width, t.out_channels),
-            face=(1, 4 * (frames - 1) - 3, size, size, 3),
+            extensions=ANIMATE_EXTENSION.given(
+                pose=(1, frames - 1, height, width, t.out_channels), face=(1, 4 * (frames - 1) - 3, size, size, 3)
+            ),
         )
 
     def generate(self, run: ModeRun) -> Generated:
@@ -152,7 +154,9 @@ class Animate(GenerationMode):
             channels = _segment_channels(parts.autoencoder, videos, previous, window.given, temporal)
             return Conditioning(
                 extra_channels=xp.concat([reference, channels], axis=1), image_context=image_context,
-                pose=parts.autoencoder.encode_video(videos.pose[None]), face=videos.face[None],
+                extensions=ANIMATE_EXTENSION.given(
+                    pose=parts.autoencoder.encode_video(videos.pose[None]), face=videos.face[None]
+                ),
             )  # fmt: skip
 
         return generate_in_segments(run, segments, conditioning, video_latents=lambda latents: latents[:, 1:])

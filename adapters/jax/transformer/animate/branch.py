@@ -12,20 +12,29 @@ once (per segment, per guidance row) as `AnimateInputs`:
   through the motion encoder (one vector per pixel frame, in batches of
   `motion_batch` frames to bound memory) and the face encoder, with one zero frame of face
   tokens prepended for the reference frame: [B, 1 + F, N + 1, D], read by the face adapters.
+
+As a transformer extension (../extension.py): `prepare` makes the `AnimateInputs`, `embed` adds
+the pose tokens, and after every `inject_face_latents_blocks`-th base block its face adapter runs
+(`layer_slots`, `after_block`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
-from wanjax.adapters.jax.transformer.animate.face_adapter import FaceAdapter
+from wanjax.adapters.jax.transformer.animate.face_adapter import FaceAdapter, face_slots, with_face
 from wanjax.adapters.jax.transformer.animate.face_encoder import FaceEncoder
 from wanjax.adapters.jax.transformer.animate.motion_encoder import MotionEncoder
+from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.embeddings import PatchEmbed
+from wanjax.adapters.jax.transformer.extension import NoExtensionHooks
+from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack
 from wanjax.domain.specs import TransformerSpec
@@ -42,7 +51,7 @@ class AnimateInputs(NamedTuple):
     face: jax.Array
 
 
-class AnimateBranch(nnx.Module):
+class AnimateBranch(NoExtensionHooks, nnx.Module):
     """Pose latents and a face video -> `AnimateInputs`; holds the face adapter stack."""
 
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
@@ -56,6 +65,32 @@ class AnimateBranch(nnx.Module):
             rngs=rngs,
         )
         self.spec = spec
+        self.dtype = runtime.dtype
+
+    def prepare(self, inputs: Mapping[str, jax.Array], latent_shape: tuple[int, ...]) -> AnimateInputs:
+        """inputs["pose"] and inputs["face"], cast to the activation dtype: see `inputs`."""
+        if set(inputs) != {"pose", "face"}:
+            raise ValueError(
+                "an Animate transformer needs its animate inputs (pose latents and face video), "
+                f"got {sorted(inputs)}"
+            )
+        return self.inputs(inputs["pose"].astype(self.dtype), inputs["face"].astype(self.dtype), latent_shape)
+
+    def embed(self, x: jax.Array, prepared: AnimateInputs) -> jax.Array:
+        """x [B, S, D] plus the pose tokens."""
+        return x + prepared.pose
+
+    def before_blocks(
+        self, x: jax.Array, prepared: AnimateInputs, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
+    ) -> jax.Array:
+        """The face tokens [B, F', N + 1, D] the face adapters read."""
+        return prepared.face
+
+    def layer_slots(self) -> np.ndarray:
+        return face_slots(self.spec)
+
+    def after_block(self, x: jax.Array, face: jax.Array, slot: jax.Array | int) -> jax.Array:
+        return with_face(x, self.face_adapter, face, slot)
 
     def inputs(self, pose_latents: jax.Array, faces: jax.Array, latent_shape: tuple[int, ...]) -> AnimateInputs:
         """pose_latents [B, F - 1, H, W, C_lat] and faces [B, T, S, S, 3] in [-1, 1] beside

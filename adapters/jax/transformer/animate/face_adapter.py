@@ -72,20 +72,15 @@ class FaceAdapter(nnx.Module):
 
 
 def face_slots(spec: TransformerSpec) -> np.ndarray:
-    """[num_layers] int32: after base block i run face adapter slots[i]; -1 where none (every
-    block of a model without Animate)."""
+    """[num_layers] int32: after base block i run face adapter slots[i]; -1 where none."""
     slots = np.full(spec.num_layers, -1, np.int32)
-    if spec.animate is not None:
-        every = spec.animate.inject_face_latents_blocks
-        slots[::every] = np.arange(spec.face_adapter_count)
+    slots[:: spec.animate.inject_face_latents_blocks] = np.arange(spec.face_adapter_count)
     return slots
 
 
-def with_face(x: jax.Array, adapters: FaceAdapter | nnx.List | None, face: jax.Array | None, slot) -> jax.Array:
-    """x [B, S, D] plus face adapter `slot`'s output, or x itself where slot < 0 or no adapters.
+def with_face(x: jax.Array, adapters: FaceAdapter | nnx.List, face: jax.Array, slot: jax.Array | int) -> jax.Array:
+    """x [B, S, D] plus face adapter `slot`'s output, or x itself where slot < 0.
     `adapters` is the stack (stacked [A, ...] or a list); `slot` a traced or Python int."""
-    if adapters is None or face is None:
-        return x
     if isinstance(adapters, nnx.List):
         return x if slot < 0 else x + adapters[slot](x, face)
     graphdef, state = nnx.split(adapters)

@@ -70,10 +70,8 @@ def _face_adapter_entries() -> tuple[Entry, ...]:
     return (*entries, *(Entry(f"{norm}.weight", (norm, "scale")) for norm in ("norm_q", "norm_k")))
 
 
-def animate_slots(spec: TransformerSpec, *, scan_layers: bool) -> list[Slot]:
-    """The Animate branch's slots; none for a model without one."""
-    if not spec.is_animate:
-        return []
+def animate_slots(spec: TransformerSpec, scan_layers: bool) -> list[Slot]:
+    """The Animate branch's slots."""
     top = [
         *patch_embedding_entries("pose_patch_embedding", (*BRANCH, "pose_patch_embedding")),
         *_motion_encoder_entries(spec),

@@ -6,8 +6,9 @@ from; then V = len(vace_layers) VACE blocks, each a base block plus an output pr
 run one after the other and each projects one hint. Hint k, times its conditioning scale,
 is added to the residual stream after base block vace_layers[k]. The hints depend on the
 tokens the blocks start from, not on what the base blocks make of them, so the branch runs
-before the base blocks, and the base blocks stay one stack (scanned or not) that adds a
-hint where its index says (`hint_slots`, `with_hint`).
+before the base blocks (`before_blocks`), and the base blocks stay one stack (scanned or not)
+that adds a hint where its index says (`layer_slots`, `after_block`): the hooks of a
+transformer extension (../extension.py).
 
 Layout: the VACE blocks are one stack like the base blocks (stacked [V, ...] with
 `scan_layers`, else a list); diffusers keeps `proj_in` in VACE block 0 only, here it is the
@@ -17,18 +18,18 @@ branch's own so that all VACE blocks are alike.
 from __future__ import annotations
 
 import functools
-import math
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import nnx
-from jax.typing import ArrayLike
 
 from wanjax.adapters.jax.sharding.activations import constrain
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock
 from wanjax.adapters.jax.transformer.embeddings import PatchEmbed
+from wanjax.adapters.jax.transformer.extension import NoExtensionHooks
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
@@ -37,11 +38,10 @@ from wanjax.domain.specs import TransformerSpec
 
 
 class VaceControl(NamedTuple):
-    """What the VACE blocks read besides the video tokens: the control tokens [B, S, D]
-    (patch-embedded control latents, zero tokens after the control's last frame, as
-    diffusers pads them) and one conditioning scale per hint [V] float32."""
+    """What the VACE blocks read besides the video tokens: the control latents [B, Fc <= F, H, W,
+    vace_in_channels] (checked) and one conditioning scale per hint [V] float32."""
 
-    tokens: jax.Array
+    latents: jax.Array
     scale: jax.Array
 
 
@@ -61,7 +61,7 @@ class VaceBlock(WanBlock):
         return c, self.proj_out(c)
 
 
-class VaceBranch(nnx.Module):
+class VaceBranch(NoExtensionHooks, nnx.Module):
     """Control latents -> the hints of a VACE transformer (see the module docstring)."""
 
     def __init__(self, spec: TransformerSpec, runtime: TransformerRuntime, *, rngs: nnx.Rngs):
@@ -76,11 +76,12 @@ class VaceBranch(nnx.Module):
         self.dtype = runtime.dtype
         self.activation_sharding = runtime.activation_sharding
 
-    def control(
-        self, control_latents: jax.Array, scale: ArrayLike | None, latent_shape: tuple[int, ...]
-    ) -> VaceControl:
-        """control_latents [B, Fc, H, W, vace_in_channels] with Fc <= F of the latents
-        [B, F, H, W, C]; scale one number or one per hint [V] (None: 1)."""
+    def prepare(self, inputs: Mapping[str, jax.Array], latent_shape: tuple[int, ...]) -> VaceControl:
+        """inputs["control"]: control latents [B, Fc, H, W, vace_in_channels] with Fc <= F of the
+        latents [B, F, H, W, C]; inputs["scale"] (optional): one number or one per hint [V] (default 1)."""
+        if "control" not in inputs:
+            raise ValueError("this VACE transformer needs control latents")
+        control_latents, scale = inputs["control"], inputs.get("scale")
         spec, hints = self.spec, len(self.spec.vace_layers)
         b, f, h, w = latent_shape[:4]
         shape = tuple(control_latents.shape)
@@ -94,22 +95,23 @@ class VaceBranch(nnx.Module):
         scale = jnp.ones((), jnp.float32) if scale is None else jnp.asarray(scale, jnp.float32)
         if scale.shape not in ((), (hints,)):
             raise ValueError(f"the control scale is one number or one per VACE layer ({hints}), got {scale.shape}")
-        tokens = self.patch_embedding(control_latents)  # [B, Fc', H', W', D]
-        tokens = tokens.reshape(b, -1, tokens.shape[-1])
-        video_tokens = math.prod(n // p for n, p in zip((f, h, w), spec.patch_size, strict=True))
-        tokens = jnp.pad(tokens, ((0, 0), (0, video_tokens - tokens.shape[1]), (0, 0)))
-        return VaceControl(self._pin(tokens), jnp.broadcast_to(scale, (hints,)))
+        return VaceControl(control_latents, jnp.broadcast_to(scale, (hints,)))
 
-    def cross_key_values(self, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
+    def key_values(self, text: jax.Array, image: jax.Array | None) -> CrossAttentionKV:
         """The VACE blocks' cross-attention K/V, stacked [V, B, L, N, H] ..."""
         return stacked_key_values(self.blocks, text, image)
 
-    def hints(
-        self, x: jax.Array, control: VaceControl, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables
+    def before_blocks(
+        self, x: jax.Array, control: VaceControl, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
     ) -> jax.Array:
         """x [B, S, D], the tokens the base blocks start from; kv the VACE blocks' stacked K/V
         -> the hints times their scales [V, B, S, D] (activation dtype)."""
-        c = self._pin(self.proj_in(control.tokens) + x)
+        if kv is None:
+            raise ValueError("a VACE transformer's blocks need the VACE blocks' K/V")
+        tokens = self.patch_embedding(control.latents)  # [B, Fc', H', W', D]
+        tokens = tokens.reshape(x.shape[0], -1, tokens.shape[-1])
+        tokens = self._pin(jnp.pad(tokens, ((0, 0), (0, x.shape[1] - tokens.shape[1]), (0, 0))))  # zeros after Fc'
+        c = self._pin(self.proj_in(tokens) + x)
         if isinstance(self.blocks, nnx.List):
             hints = []
             for k, block in enumerate(self.blocks):
@@ -129,21 +131,15 @@ class VaceBranch(nnx.Module):
         names = (None, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
         return constrain(self.activation_sharding, scaled, *names)
 
+    def layer_slots(self) -> np.ndarray:
+        """[num_layers] int32: after base block i add hint slots[i]; -1 where none."""
+        slots = np.full(self.spec.num_layers, -1, np.int32)
+        slots[list(self.spec.vace_layers)] = np.arange(len(self.spec.vace_layers))
+        return slots
+
+    def after_block(self, x: jax.Array, hints: jax.Array, slot: jax.Array | int) -> jax.Array:
+        """x [B, S, D] plus hints[slot] ([V, B, S, D], scaled), or x itself where slot < 0."""
+        return jnp.where(slot >= 0, x + hints[jnp.maximum(slot, 0)], x)
+
     def _pin(self, x: jax.Array) -> jax.Array:
         return constrain(self.activation_sharding, x, ACTIVATION_BATCH, ACTIVATION_LENGTH, ACTIVATION_EMBED)
-
-
-def hint_slots(spec: TransformerSpec) -> np.ndarray:
-    """[num_layers] int32: after base block i add hint slots[i]; -1 where none (every block of a
-    model without VACE)."""
-    slots = np.full(spec.num_layers, -1, np.int32)
-    if spec.vace_layers is not None:
-        slots[list(spec.vace_layers)] = np.arange(len(spec.vace_layers))
-    return slots
-
-
-def with_hint(x: jax.Array, hints: jax.Array | None, slot: jax.Array | int) -> jax.Array:
-    """x [B, S, D] plus hints[slot] ([V, B, S, D], scaled), or x itself where slot < 0 or no hints."""
-    if hints is None:
-        return x
-    return jnp.where(slot >= 0, x + hints[jnp.maximum(slot, 0)], x)

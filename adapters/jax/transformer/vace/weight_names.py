@@ -14,10 +14,8 @@ from wanjax.adapters.jax.transformer.weight_names import (
 from wanjax.domain.specs import TransformerSpec
 
 
-def vace_slots(spec: TransformerSpec, *, scan_layers: bool) -> list[Slot]:
-    """The VACE branch's slots; none for a model without one."""
-    if not spec.is_vace:
-        return []
+def vace_slots(spec: TransformerSpec, scan_layers: bool) -> list[Slot]:
+    """The VACE branch's slots."""
     top = (
         *patch_embedding_entries("vace_patch_embedding", ("vace", "patch_embedding")),
         *linear_entries("vace_blocks.0.proj_in", ("vace", "proj_in")),
