@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.gguf_file import SUFFIX as GGUF_SUFFIX
+from wanjax.adapters.checkpoints.gguf_file import GgufWeights
 from wanjax.adapters.checkpoints.original_animate import animate_names, is_animate_name
 from wanjax.adapters.checkpoints.weights import ComponentWeights, RenamedWeights
 from wanjax.adapters.checkpoints.wan_names import diffusers_module, diffusers_parameter
@@ -49,14 +51,14 @@ def is_original_format(names: Iterable[str]) -> bool:
     return any(name.endswith(MARKER) for name in names)
 
 
-def transformer_weights(location: Path) -> ComponentWeights | RenamedWeights:
+def transformer_weights(location: Path) -> ComponentWeights | GgufWeights | RenamedWeights:
     """A transformer's weights under diffusers names, whichever naming its files use.
 
-    `location`: a folder, a `.safetensors` file or a shard index. ComfyUI's "scaled fp8"
-    files (per-tensor scales in `*.scale_weight`) are refused: their tensors are not
-    the weights until rescaled.
+    `location`: a folder, a `.safetensors` file, a shard index or a `.gguf` file. ComfyUI's
+    "scaled fp8" files (per-tensor scales in `*.scale_weight`) are refused: their tensors are
+    not the weights until rescaled.
     """
-    weights = ComponentWeights(location)
+    weights = GgufWeights(location) if Path(location).suffix == GGUF_SUFFIX else ComponentWeights(location)
     if not is_original_format(weights):
         return weights
     if "scaled_fp8" in weights or any(name.endswith(".scale_weight") for name in weights):

@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.gguf_file import GgufWeights, PackedTensors
 from wanjax.adapters.checkpoints.pth_file import SUFFIXES as PTH_SUFFIXES
 from wanjax.adapters.checkpoints.pth_file import PthWeights
 from wanjax.adapters.checkpoints.safetensors_file import FileIdentity, SafetensorsFile
@@ -196,9 +197,18 @@ class RenamedWeights(Mapping[str, np.ndarray]):
             return self._source.byte_offset(self._original[name])
         return "", 0
 
+    def block_type(self, name: str) -> str | None:
+        """The source's packed GGUF block type of `name` (`PackedTensors`); None when a view reads it."""
+        if name in self._views or not isinstance(self._source, PackedTensors):
+            return None
+        return self._source.block_type(self._original[name])
+
+    def packed(self, name: str) -> np.ndarray:
+        return self._source.packed(self._original[name])
+
     def parameter_count(self) -> int:
         """From the source's headers where it has them (nothing is read), else from the shapes."""
-        if isinstance(self._source, (ComponentWeights, PthWeights)):
+        if isinstance(self._source, (ComponentWeights, PthWeights, GgufWeights)):
             return self._source.parameter_count()
         return sum(math.prod(self[name].shape) for name in self)
 
@@ -218,5 +228,5 @@ def _locate(tensors: Mapping[str, np.ndarray], name: str) -> str:
     return tensors.locate(name) if isinstance(tensors, TensorFiles) else repr(name)
 
 
-Weights = ComponentWeights | PthWeights | RenamedWeights
+Weights = ComponentWeights | PthWeights | GgufWeights | RenamedWeights
 """A component's tensors as the loaders read them: `TensorFiles`, and a `parameter_count()`."""

@@ -17,7 +17,8 @@ Loading reads each tensor once, zero-copy from the file mapping, and casts it st
 into its slot of a preallocated (for scanned blocks, stacked [L, ...]) buffer, on a few
 threads, in file order (`host_buffers`); the buffers then go to the device(s)
 (`staging`). Original-format (Wan repo / ComfyUI) names arrive already renamed to
-diffusers names (`checkpoints.original_names`).
+diffusers names (`checkpoints.original_names`). A GGUF file's quantized block kernels stay packed
+(`packed_weights`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,9 @@ from wanjax.adapters.checkpoints.weights import TensorFiles
 from wanjax.adapters.jax.transformer.animate.weight_names import animate_slots
 from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
+from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.packed_weights import packed_layout, packed_read
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.vace_weights import vace_slots
 from wanjax.adapters.jax.transformer.weight_names import (
@@ -110,23 +113,29 @@ as the patch embedding) keep the model's dtype: fp8 would save 40 MB there and c
 what every face adapter reads."""
 
 
-def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None) -> dict[Path, jax.ShapeDtypeStruct]:
+def storage_layout(
+    model: WanTransformer,
+    kernel_dtype: DTypeLike | None = None,
+    tensors: Mapping[str, np.ndarray] | None = None,
+) -> dict[Path, jax.ShapeDtypeStruct | PackedKernel]:
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
-    that `kernel_dtype` (fp8) stores the matmul kernels of `_KERNEL_STACKS`; the layers cast
-    them to the compute dtype as they use them. Embedders, the output projection, biases and
-    norms keep the model's dtype.
+    that `kernel_dtype` (fp8) stores the matmul kernels of `_KERNEL_STACKS`, and that the
+    kernels of those stacks that `tensors` (a GGUF file's) holds as quantized blocks stay those
+    blocks (`packed_weights`); the layers cast or dequantize them to the compute dtype as they
+    use them. Embedders, the output projection, biases and norms keep the model's dtype.
     """
-    layout = {}
-    for path, param in _params(model, parameter_slots(model)).items():
-        abstract = param.get_value()
+    layout, own = {}, {}
+    slots = parameter_slots(model)
+    for path, param in _params(model, slots).items():
+        abstract = own[path] = param.get_value()
         dtype = abstract.dtype
         stacked = any(name in path for name in _KERNEL_STACKS)
         if kernel_dtype is not None and stacked and path[-1] == "kernel" and dtype != jnp.float32:
             dtype = jnp.dtype(kernel_dtype)
         layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)
-    return layout
+    return layout | packed_layout(slots, own, tensors, _KERNEL_STACKS)
 
 
 def convert_transformer_weights(
@@ -146,19 +155,23 @@ def convert_transformer_weights(
     """
     slots = parameter_slots(model)
     _check_names(slots, tensors)
-    layout = storage_layout(model, kernel_dtype)
-    buffers = {path: aligned_empty(a.shape, a.dtype) for path, a in layout.items()}
+    layout = storage_layout(model, kernel_dtype, tensors)
+    buffers = jax.tree.map(lambda a: aligned_empty(a.shape, a.dtype), layout)
     files = isinstance(tensors, TensorFiles)
     if files:
         slots = sorted(slots, key=lambda slot: tensors.byte_offset(slot.name))
     jobs = []
     for slot in slots:
-        target = buffers[slot.path] if slot.layer is None else buffers[slot.path][slot.layer]
-        read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, slot.to_jax))
+        buffer, to_jax = buffers[slot.path], slot.to_jax
+        if isinstance(buffer, PackedKernel):  # the file's blocks as they are
+            (read, target), to_jax = packed_read(tensors, slot.name, buffer.blocks, slot.layer), None
+        else:
+            target = buffer if slot.layer is None else buffer[slot.layer]
+            read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, to_jax))
         if files:
             read()  # a view: checks the shape from the header, reads nothing
         release = functools.partial(tensors.release, slot.name) if files else None
-        jobs.append(CopyJob(read, target, slot.to_jax, release))
+        jobs.append(CopyJob(read, target, to_jax, release))
     run_jobs(jobs, workers)
     return buffers
 
