@@ -286,9 +286,11 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     if published:
         from dependency_injector import providers
 
+        from wanjax.application.builders import replaced_files
         from wanjax.application.published import PublishedCheckpoint
 
-        container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
+        published_model = PublishedCheckpoint.of(config.model.location, replaced_files(config.model))
+        container.checkpoint.override(providers.Object(published_model))
     size = _planned_size(args, container) if plan_only else None
     model = lambda: ModelTraits.of(container.checkpoint())  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, model, probed=plan_only))

@@ -42,6 +42,10 @@ class PackedTensors(Protocol):
         """Tensor `name` [out, in] as its blocks, uint8 [out, in / block_size, type_size]."""
         ...
 
+    def block_kernel_bytes(self) -> float | None:
+        """Bytes per value of the transformer blocks' packed kernels (`blocks.*`), None if none is packed."""
+        ...
+
 
 class GgufWeights(Mapping[str, np.ndarray]):
     """Tensor name -> array over one GGUF file (see the module); opening checks every tensor's type."""
@@ -98,9 +102,10 @@ class GgufWeights(Mapping[str, np.ndarray]):
         size, type_size = PACKED_BLOCKS[kind]
         return self._tensors[name].data.reshape(out, inputs // size, type_size)
 
-    def packed_bytes(self) -> int:
-        """The bytes of every quantized tensor as stored (what stays packed on the device at most)."""
-        return sum(int(t.n_bytes) for n, t in self._tensors.items() if self.type_of(n) in PACKED_BLOCKS)
+    def block_kernel_bytes(self) -> float | None:
+        kernels = [n for n in self._tensors if n.startswith("blocks.") and self.block_type(n) is not None]
+        values = sum(math.prod(self._shapes[n]) for n in kernels)
+        return sum(int(self._tensors[n].n_bytes) for n in kernels) / values if kernels else None
 
     def locate(self, name: str) -> str:
         return f"{self.path}: {name!r}"

@@ -206,6 +206,9 @@ class RenamedWeights(Mapping[str, np.ndarray]):
     def packed(self, name: str) -> np.ndarray:
         return self._source.packed(self._original[name])
 
+    def block_kernel_bytes(self) -> float | None:
+        return self._source.block_kernel_bytes() if isinstance(self._source, PackedTensors) else None
+
     def parameter_count(self) -> int:
         """From the source's headers where it has them (nothing is read), else from the shapes."""
         if isinstance(self._source, (ComponentWeights, PthWeights, GgufWeights)):
