@@ -209,6 +209,10 @@ class RenamedWeights(Mapping[str, np.ndarray]):
     def block_kernel_bytes(self) -> float | None:
         return self._source.block_kernel_bytes() if isinstance(self._source, PackedTensors) else None
 
+    def scale(self, name: str) -> np.float32:
+        """A scaled fp8 source's scale of `name` (`scaled_fp8.ScaledFp8Weights`)."""
+        return self._source.scale(self._original[name])
+
     def parameter_count(self) -> int:
         """From the source's headers where it has them (nothing is read), else from the shapes."""
         if isinstance(self._source, (ComponentWeights, PthWeights, GgufWeights)):

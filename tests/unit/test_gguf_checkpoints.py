@@ -13,7 +13,7 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from gguf_files import dequantized, stored, write_gguf
+from quantized_files import dequantized, generate, relative_rms, stored, write_gguf
 from official_folders import original_name
 from tiny_wan import TINY_TRANSFORMER, write_tiny_wan_checkpoint
 from transformer_models import assert_close
@@ -22,8 +22,6 @@ from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
-from wanjax.application.container import build_container
-from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import CheckpointError
 
 WIDE = {**TINY_TRANSFORMER, "attention_head_dim": 128, "ffn_dim": 256}  # rows of 256: every block type packs
@@ -125,22 +123,12 @@ def test_scanned_layers_in_different_block_types_are_refused_naming_the_fix(wide
     assert {kernel.block_type for kernel in listed.values()} == {"Q8_0", "Q4_K"}
 
 
-def _generate(folder: Path, **overrides: str) -> np.ndarray:
-    config = resolve_config(str(folder), {"max_sequence_length": "8", **overrides})
-    request = config.request("a fox", height=32, width=48, num_frames=5, num_inference_steps=3)
-    return build_container(config).service().generate(request, output_type="latent").array
-
-
-def _relative_rms(a: np.ndarray, b: np.ndarray) -> float:
-    return float(np.sqrt(np.mean((a - b) ** 2)) / np.sqrt(np.mean(b**2)))
-
-
 # The bound: a generation's latents differ from the unquantized model's, relative (RMS), by at most three
 # times the block kernels' own relative quantization error (every tensor the file quantizes adds some).
 # Measured here: 1.6-2.0 times (Q8_0 0.5% -> 1.0%, Q5_K 3.8% -> 6.1%, Q4_K 7.7% -> 14%).
 @pytest.fixture(scope="module")
 def unquantized(wide_checkpoint) -> np.ndarray:
-    return _generate(wide_checkpoint)
+    return generate(wide_checkpoint)
 
 
 @pytest.mark.parametrize("block_type", ["Q8_0", "Q4_K", "Q5_K"])
@@ -149,10 +137,10 @@ def test_a_gguf_generation_stays_within_the_quantization_error(wide_checkpoint, 
     gguf_file = write_gguf(tensors, tmp_path / "wan.gguf", block_type)
     restored = dequantized(tensors, block_type)
     kernels = [n for n in tensors if n.startswith("blocks.") and n.endswith(".weight") and tensors[n].ndim == 2]
-    weight_error = _relative_rms(np.concatenate([restored[n].ravel() for n in kernels]),
+    weight_error = relative_rms(np.concatenate([restored[n].ravel() for n in kernels]),
                                  np.concatenate([tensors[n].ravel() for n in kernels]))  # fmt: skip
-    runs = {form: _generate(wide_checkpoint, transformer_file=str(gguf_file), **settings)
+    runs = {form: generate(wide_checkpoint, transformer_file=str(gguf_file), **settings)
             for form, settings in {"scan": {}, "streamed": {"offload": "layers"}}.items()}  # fmt: skip
     assert weight_error > 1e-3
-    assert _relative_rms(runs["scan"], unquantized) <= 3 * weight_error
+    assert relative_rms(runs["scan"], unquantized) <= 3 * weight_error
     np.testing.assert_array_equal(runs["streamed"], runs["scan"])

@@ -17,8 +17,8 @@ Loading reads each tensor once, zero-copy from the file mapping, and casts it st
 into its slot of a preallocated (for scanned blocks, stacked [L, ...]) buffer, on a few
 threads, in file order (`host_buffers`); the buffers then go to the device(s)
 (`staging`). Original-format (Wan repo / ComfyUI) names arrive already renamed to
-diffusers names (`checkpoints.original_names`). A GGUF file's quantized block kernels stay packed
-(`packed_weights`).
+diffusers names (`checkpoints.original_names`). A GGUF or scaled fp8 file's quantized block
+kernels stay as stored (`packed_weights`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,9 @@ from wanjax.adapters.jax.transformer.animate.weight_names import animate_slots
 from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
+from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.adapters.jax.transformer.packed_weights import packed_layout, packed_read
+from wanjax.adapters.jax.transformer.packed_weights import STORED_KERNELS, packed_layout, stored_reads
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.vace_weights import vace_slots
 from wanjax.adapters.jax.transformer.weight_names import (
@@ -117,13 +118,13 @@ def storage_layout(
     model: WanTransformer,
     kernel_dtype: DTypeLike | None = None,
     tensors: Mapping[str, np.ndarray] | None = None,
-) -> dict[Path, jax.ShapeDtypeStruct | PackedKernel]:
+) -> dict[Path, jax.ShapeDtypeStruct | PackedKernel | ScaledKernel]:
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
     that `kernel_dtype` (fp8) stores the matmul kernels of `_KERNEL_STACKS`, and that the
-    kernels of those stacks that `tensors` (a GGUF file's) holds as quantized blocks stay those
-    blocks (`packed_weights`); the layers cast or dequantize them to the compute dtype as they
+    kernels of those stacks that `tensors` holds quantized (a GGUF file's blocks, a scaled fp8 file's
+    values and scales) stay so (`packed_weights`); the layers cast or dequantize them to the compute dtype as they
     use them. Embedders, the output projection, biases and norms keep the model's dtype.
     """
     layout, own = {}, {}
@@ -162,16 +163,18 @@ def convert_transformer_weights(
         slots = sorted(slots, key=lambda slot: tensors.byte_offset(slot.name))
     jobs = []
     for slot in slots:
-        buffer, to_jax = buffers[slot.path], slot.to_jax
-        if isinstance(buffer, PackedKernel):  # the file's blocks as they are
-            (read, target), to_jax = packed_read(tensors, slot.name, buffer.blocks, slot.layer), None
+        buffer = buffers[slot.path]
+        if isinstance(buffer, STORED_KERNELS):  # as the file stores them (`packed_weights`)
+            reads = stored_reads(tensors, slot, buffer)
         else:
             target = buffer if slot.layer is None else buffer[slot.layer]
-            read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, to_jax))
-        if files:
-            read()  # a view: checks the shape from the header, reads nothing
-        release = functools.partial(tensors.release, slot.name) if files else None
-        jobs.append(CopyJob(read, target, to_jax, release))
+            read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, slot.to_jax))
+            reads = [(read, target, slot.to_jax)]
+        for read, target, to_jax in reads:
+            if files:
+                read()  # a view: checks the shape from the header, reads nothing
+            release = functools.partial(tensors.release, slot.name) if files else None
+            jobs.append(CopyJob(read, target, to_jax, release))
     run_jobs(jobs, workers)
     return buffers
 

@@ -1,5 +1,6 @@
-"""Writing tiny GGUF transformers as the Wan GGUF releases lay them out (original Wan names, 1-D tensors
-in F32, a 5-D convolution flattened with its `comfy.gguf.orig_shape.*` field), for the GGUF tests.
+"""Writing tiny quantized transformers as people download them, for the GGUF and scaled fp8 tests: GGUF
+files as the Wan GGUF releases lay them out (original Wan names, 1-D tensors in F32, a 5-D convolution
+flattened with its `comfy.gguf.orig_shape.*` field), and ComfyUI "scaled fp8" safetensors.
 
 `gguf.quants.quantize` writes the legacy types (Q8_0, Q5_0, ...); the K-quants Q4_K and Q5_K, which it
 only reads, are quantized here: per 32-value sub-block a scale and a minimum, each a 6-bit multiple of
@@ -11,9 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import gguf
+import ml_dtypes
 import numpy as np
+from safetensors.numpy import save_file
 
 from official_folders import original_name
+from wanjax.application.container import build_container
+from wanjax.application.presets import resolve_config
 from wanjax.domain.quantization import PACKED_BLOCKS
 
 
@@ -102,3 +107,42 @@ def dequantized(tensors: dict[str, np.ndarray], block_type: str) -> dict[str, np
         name: gguf.quants.dequantize(*stored(_flat(tensor), block_type)).reshape(tensor.shape)
         for name, tensor in tensors.items()
     }
+
+
+E4M3_MAX = 448.0
+
+
+def scaled_fp8(tensor: np.ndarray) -> tuple[np.ndarray, np.float32]:
+    """A 2-D weight as a scaled fp8 file stores it: e4m3 values and the float32 scale (absmax / 448)."""
+    scale = np.float32(np.abs(tensor).max() / E4M3_MAX)
+    return (tensor.astype(np.float32) / scale).astype(ml_dtypes.float8_e4m3fn), scale
+
+
+def write_scaled_fp8(tensors: dict[str, np.ndarray], path: Path) -> dict[str, np.ndarray]:
+    """Diffusers-named `tensors` as a ComfyUI scaled fp8 file (original names under `model.diffusion_model.`,
+    every 2-D weight in e4m3 with its `scale_weight`, the `scaled_fp8` marker); returns the weights the
+    file holds, dequantized (float32), under the diffusers names."""
+    stored_tensors, held = {"scaled_fp8": np.zeros(2, ml_dtypes.float8_e4m3fn)}, {}
+    for name, tensor in tensors.items():
+        original = "model.diffusion_model." + original_name(name)
+        if tensor.ndim == 2 and name.endswith(".weight"):
+            values, scale = scaled_fp8(tensor)
+            stored_tensors[original] = values
+            stored_tensors[original.removesuffix("weight") + "scale_weight"] = np.array(scale, np.float32)
+            held[name] = values.astype(np.float32) * scale
+        else:
+            stored_tensors[original] = tensor
+            held[name] = tensor.astype(np.float32)
+    save_file(stored_tensors, path)
+    return held
+
+
+def generate(folder: Path, **overrides: str) -> np.ndarray:
+    """The latents of a short tiny generation from the checkpoint at `folder` with `overrides` (--set)."""
+    config = resolve_config(str(folder), {"max_sequence_length": "8", **overrides})
+    request = config.request("a fox", height=32, width=48, num_frames=5, num_inference_steps=3)
+    return build_container(config).service().generate(request, output_type="latent").array
+
+
+def relative_rms(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.sqrt(np.mean((a - b) ** 2)) / np.sqrt(np.mean(b**2)))
