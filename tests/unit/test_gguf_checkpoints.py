@@ -17,12 +17,15 @@ from quantized_files import dequantized, generate, relative_rms, stored, write_g
 from official_folders import original_name
 from tiny_wan import TINY_TRANSFORMER, write_tiny_wan_checkpoint
 from transformer_models import assert_close
+from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
+from wanjax.application.preflight import check_expert_loras
 from wanjax.domain.errors import CheckpointError
+from wanjax.domain.lora import LoraSpec
 
 WIDE = {**TINY_TRANSFORMER, "attention_head_dim": 128, "ffn_dim": 256}  # rows of 256: every block type packs
 
@@ -144,3 +147,10 @@ def test_a_gguf_generation_stays_within_the_quantization_error(wide_checkpoint, 
     assert weight_error > 1e-3
     assert relative_rms(runs["scan"], unquantized) <= 3 * weight_error
     np.testing.assert_array_equal(runs["streamed"], runs["scan"])
+
+
+def test_loras_on_a_quantized_transformer_are_refused_by_name(wide_checkpoint, tmp_path):
+    gguf_file = write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q8_0")
+    checkpoint = DiffusersCheckpoint(wide_checkpoint, ReplacedFiles(transformer=str(gguf_file)))
+    with pytest.raises(CheckpointError, match="LoRAs on a quantized transformer file"):
+        check_expert_loras(checkpoint, 0, (LoraSpec(str(tmp_path / "style.safetensors")),))
