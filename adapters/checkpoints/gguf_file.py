@@ -83,6 +83,10 @@ class GgufWeights(Mapping[str, np.ndarray]):
             )
         return shape
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Tensor `name`'s torch shape, from the header (nothing is read)."""
+        return self._shapes[name]
+
     def type_of(self, name: str) -> str:
         """The GGUF type `name` is stored in: F32, F16, BF16 or a key of `PACKED_BLOCKS`."""
         return self._tensors[name].tensor_type.name
@@ -134,6 +138,9 @@ class GgufWeights(Mapping[str, np.ndarray]):
         import gguf
 
         return gguf.quants.dequantize(tensor.data, tensor.tensor_type).reshape(shape)
+
+    def __contains__(self, name: object) -> bool:  # without reading (dequantizing) the tensor
+        return name in self._tensors
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._tensors)

@@ -39,6 +39,7 @@ class ScaledFp8Weights(Mapping[str, np.ndarray]):
     def __init__(self, source: Mapping[str, np.ndarray], location: object) -> None:
         self._source = source
         self._names = [n for n in source if n != MARKER and not n.endswith(_EXTRAS)]
+        self._names_set = set(self._names)
         self._scaled = {n: s for n in self._names if (s := _scale_name(n)) in source}
         for name, scale in self._scaled.items():
             dtype, size = source[name].dtype, source[scale].size
@@ -47,6 +48,10 @@ class ScaledFp8Weights(Mapping[str, np.ndarray]):
                     f"{location}: {name!r} ({dtype}) has a scale_weight of {size} values; wanjax reads scaled fp8 "
                     "files with one scale per float8 tensor (ComfyUI's, kijai's): use the file's bf16 release"
                 )
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Tensor `name`'s shape, without dequantizing it."""
+        return tuple(self._source[name].shape)
 
     def scale(self, name: str) -> np.float32:
         """The float32 scale of scaled weight `name`."""
@@ -86,6 +91,9 @@ class ScaledFp8Weights(Mapping[str, np.ndarray]):
                 raise KeyError(name)
             return self._source[name]
         return self._source[name].astype(np.float32) * self.scale(name)
+
+    def __contains__(self, name: object) -> bool:  # without reading (dequantizing) the tensor
+        return name in self._names_set
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names)

@@ -197,6 +197,13 @@ class RenamedWeights(Mapping[str, np.ndarray]):
             return self._source.byte_offset(self._original[name])
         return "", 0
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Tensor `name`'s shape; from the source's headers where it has them (a quantized tensor is
+        then not dequantized to be measured)."""
+        if name in self._views or not hasattr(self._source, "shape"):
+            return tuple(self[name].shape)
+        return tuple(self._source.shape(self._original[name]))
+
     def block_type(self, name: str) -> str | None:
         """The source's packed GGUF block type of `name` (`PackedTensors`); None when a view reads it."""
         if name in self._views or not isinstance(self._source, PackedTensors):
@@ -223,6 +230,9 @@ class RenamedWeights(Mapping[str, np.ndarray]):
         tensor = self._source[self._original[name]]
         view = self._views.get(name)
         return tensor if view is None else view[1](tensor)
+
+    def __contains__(self, name: object) -> bool:  # without reading the tensor
+        return name in self._original
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._original)
