@@ -19,9 +19,9 @@ import numpy as np
 from wanjax.adapters.checkpoints.safetensors_file import FileIdentity
 from wanjax.adapters.checkpoints.weights import TensorFiles
 from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.quantization import SCALED_FP8
 
 MARKER = "scaled_fp8"
-SCALED_FP8 = "F8_E4M3"  # what `block_type` says of a scaled fp8 weight
 _EXTRAS = (".scale_weight", ".scale_input")
 
 

@@ -9,12 +9,8 @@ import pytest
 
 from wanjax.adapters.jax.platform.gguf_blocks import dequantize
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel, packed_shape
-from wanjax.domain.quantization import PACKED_BLOCKS
+from wanjax.domain.quantization import PACKED_BLOCKS, SCALE_OFFSETS
 
-SCALE_BYTES = {  # where each type's float16 scales (d, dmin) sit in a block
-    "Q8_0": (0,), "Q5_0": (0,), "Q5_1": (0, 2), "Q4_0": (0,), "Q4_1": (0, 2),
-    "Q6_K": (208,), "Q5_K": (0, 2), "Q4_K": (0, 2), "Q3_K": (108,), "Q2_K": (80, 82),
-}  # fmt: skip
 EDGE_SCALES = np.array([0.0, -0.0, 6.0e-8, -6.0e-8, 6.1e-5, 1.0, -1.0, 0.33325, 65504.0, -65504.0], np.float16)
 QUANTIZABLE = [t for t in PACKED_BLOCKS if t.endswith(("_0", "_1"))]  # what gguf.quants.quantize writes
 
@@ -23,7 +19,7 @@ def random_blocks(block_type: str, count: int, seed: int) -> np.ndarray:
     """Random bytes with finite scales: random float16 ones, and every edge scale in some block."""
     rng = np.random.default_rng(seed)
     blocks = rng.integers(0, 256, size=(count, PACKED_BLOCKS[block_type][1]), dtype=np.uint8)
-    for at in SCALE_BYTES[block_type]:
+    for at in SCALE_OFFSETS[block_type]:
         scales = rng.normal(0, 0.05, count).astype(np.float16)
         scales[: len(EDGE_SCALES)] = np.roll(EDGE_SCALES, at)
         blocks[:, at : at + 2] = scales.view(np.uint8).reshape(count, 2)

@@ -18,11 +18,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from wanjax.adapters.checkpoints.gguf_file import PackedTensors
-from wanjax.adapters.checkpoints.scaled_fp8 import SCALED_FP8
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel, packed_shape
 from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
 from wanjax.adapters.jax.transformer.weight_names import Path, Slot
 from wanjax.domain.errors import CheckpointError
+from wanjax.domain.quantization import SCALED_FP8
 
 
 def packed_layout(
