@@ -82,23 +82,31 @@ def _flat(tensor: np.ndarray) -> np.ndarray:
     return tensor.reshape(tensor.shape[0], -1) if tensor.ndim > 4 else tensor
 
 
-def write_gguf(
-    tensors: dict[str, np.ndarray], path: Path, block_type: str, types: dict[str, str] | None = None
-) -> Path:
-    """Diffusers-named torch-layout `tensors` written under their original Wan names to `path`, in
-    `block_type` except those `types` gives another."""
+def write_stored(tensors: dict[str, tuple[np.ndarray, gguf.GGMLQuantizationType]], path: Path,
+                 shapes: dict[str, tuple[int, ...]] | None = None) -> Path:
+    """A GGUF file of `tensors` as stored (data, type), with the torch `shapes` of those flattened."""
     writer = gguf.GGUFWriter(path, "wan")
-    for name, tensor in tensors.items():
-        original = original_name(name)
-        if tensor.ndim > 4:
-            writer.add_array(f"comfy.gguf.orig_shape.{original}", list(tensor.shape))
-        data, kind = stored(_flat(tensor), (types or {}).get(name, block_type))
-        writer.add_tensor(original, data, raw_dtype=kind)
+    for name, shape in (shapes or {}).items():
+        writer.add_array(f"comfy.gguf.orig_shape.{name}", list(shape))
+    for name, (data, kind) in tensors.items():
+        writer.add_tensor(name, data, raw_dtype=kind)
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_gguf(
+    tensors: dict[str, np.ndarray], path: Path, block_type: str, types: dict[str, str] | None = None
+) -> Path:
+    """Diffusers-named torch-layout `tensors` written under their original Wan names to `path`, in
+    `block_type` except those `types` gives another."""
+    stored_tensors = {
+        original_name(name): stored(_flat(tensor), (types or {}).get(name, block_type)) for name, tensor in tensors.items()
+    }
+    shapes = {original_name(name): tensor.shape for name, tensor in tensors.items() if tensor.ndim > 4}
+    return write_stored(stored_tensors, path, shapes)
 
 
 def dequantized(tensors: dict[str, np.ndarray], block_type: str) -> dict[str, np.ndarray]:

@@ -3,7 +3,6 @@ files' headers: Wan 2.2 A14B at 1280x720x81 with Q4_K experts fits a 24 GiB GPU 
 time (offload=components), where bf16 experts need their blocks streamed (offload=layers)."""
 
 import attrs
-import gguf
 import numpy as np
 
 from wanjax.adapters.checkpoints.gguf_file import GgufWeights
@@ -14,6 +13,7 @@ from wanjax.domain.memory import GIB, plan_memory, transformer_parameters
 from wanjax.domain.offload import least_offload
 from wanjax.domain.quantization import bytes_per_value
 
+from quantized_files import stored, write_stored
 from test_offload_plan import A14B_720P81
 
 
@@ -44,18 +44,8 @@ def test_a14b_720p_with_q4_k_experts_fits_24_gib_with_one_expert_on_the_device()
 
 
 def _write(path, types: dict[str, str]):
-    writer = gguf.GGUFWriter(path, "wan")
     rng = np.random.default_rng(0)
-    for name, kind in types.items():
-        weights = rng.normal(size=(8, 256)).astype(np.float32)
-        qtype = gguf.GGMLQuantizationType[kind]
-        data = weights.astype(np.float16) if kind == "F16" else gguf.quants.quantize(weights, qtype)
-        writer.add_tensor(name, data, raw_dtype=qtype)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_tensors_to_file()
-    writer.close()
-    return path
+    return write_stored({name: stored(rng.normal(size=(8, 256)), kind) for name, kind in types.items()}, path)
 
 
 def test_the_packed_bytes_come_from_the_files_headers(tmp_path):
