@@ -1,7 +1,8 @@
 """GGUF transformer files (original Wan names, as the Wan GGUF releases write them): float types load
 bit for bit as the safetensors of the same weights; quantized block kernels stay packed on the device
-and compute what their dequantized weights compute; a whole generation stays within the quantization's
-error of the unquantized model, in the scanned, listed and streamed (offload=layers) forms."""
+and compute what their dequantized weights compute, scanned or listed; a whole generation stays within the
+quantization's error of the unquantized model, and streamed (offload=layers) or moved (offload=components)
+packed kernels compute what resident ones do."""
 
 from __future__ import annotations
 
@@ -142,11 +143,18 @@ def test_a_gguf_generation_stays_within_the_quantization_error(wide_checkpoint, 
     kernels = [n for n in tensors if n.startswith("blocks.") and n.endswith(".weight") and tensors[n].ndim == 2]
     weight_error = relative_rms(np.concatenate([restored[n].ravel() for n in kernels]),
                                  np.concatenate([tensors[n].ravel() for n in kernels]))  # fmt: skip
-    runs = {form: generate(wide_checkpoint, transformer_file=str(gguf_file), **settings)
-            for form, settings in {"scan": {}, "streamed": {"offload": "layers"}}.items()}  # fmt: skip
+    quantized = generate(wide_checkpoint, transformer_file=str(gguf_file))
     assert weight_error > 1e-3
-    assert relative_rms(runs["scan"], unquantized) <= 3 * weight_error
-    np.testing.assert_array_equal(runs["streamed"], runs["scan"])
+    assert relative_rms(quantized, unquantized) <= 3 * weight_error
+
+
+def test_packed_kernels_stream_and_move_as_resident_ones_compute(wide_checkpoint, tmp_path):
+    """offload=layers streams each block's packed kernels in, offload=components moves the packed
+    expert: the same arithmetic on the same bytes as resident packed kernels, bit for bit."""
+    gguf_file = str(write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q4_K"))
+    resident = generate(wide_checkpoint, transformer_file=gguf_file)
+    for offload in ("layers", "components"):
+        np.testing.assert_array_equal(generate(wide_checkpoint, transformer_file=gguf_file, offload=offload), resident)
 
 
 def test_loras_on_a_quantized_transformer_are_refused_by_name(wide_checkpoint, tmp_path):
