@@ -63,7 +63,9 @@ def _preset_of_file(file: Path) -> str:
     repo = recognised_repo(file)
     preset = preset_for_checkpoint(repo)
     if preset is None:
-        raise ConfigError(f"{file} is a {repo} transformer, which no preset runs; add configs/<name>.yaml with model: {repo}")
+        raise ConfigError(
+            f"{file} is a {repo} transformer, which no preset runs; add configs/<name>.yaml with model: {repo}"
+        )
     return preset
 
 

@@ -46,7 +46,8 @@ def _shape(weights: Mapping[str, np.ndarray], name: str) -> tuple[int, ...] | No
 
 def file_signature(weights: Mapping[str, np.ndarray], where: object) -> Signature:
     """The signature of diffusers-named transformer tensors (`transformer_weights` of a file)."""
-    patch, text = _shape(weights, "patch_embedding.weight"), _shape(weights, "condition_embedder.text_embedder.linear_1.weight")
+    patch = _shape(weights, "patch_embedding.weight")
+    text = _shape(weights, "condition_embedder.text_embedder.linear_1.weight")
     ffn, out = _shape(weights, "blocks.0.ffn.net.0.proj.weight"), _shape(weights, "proj_out.weight")
     if patch is None or text is None or ffn is None or out is None:
         raise UnsupportedModelError(

@@ -97,7 +97,8 @@ def _random_parameter(abstract: object, index: int, seed: int) -> object:
     """Random values of a parameter's stored form: an array, GGUF blocks with small finite scales, or
     fp8 values with a unit scale."""
     if isinstance(abstract, PackedKernel):
-        return PackedKernel(_random_blocks(abstract.blocks.shape, abstract.block_type, index, seed), abstract.block_type, abstract.dtype)
+        blocks = _random_blocks(abstract.blocks.shape, abstract.block_type, index, seed)
+        return PackedKernel(blocks, abstract.block_type, abstract.dtype)
     if isinstance(abstract, ScaledKernel):
         values = _hashed_uniform(abstract.values.shape, abstract.values.dtype, index, seed)
         return ScaledKernel(values, jnp.ones(abstract.scale.shape, jnp.float32), abstract.dtype)

@@ -2,9 +2,9 @@
 
 A GGUF tensor of block type T is cut along its last axis into blocks of `PACKED_BLOCKS[T][0]` values,
 each stored in `PACKED_BLOCKS[T][1]` bytes (domain/quantization.py): float16 scales and packed
-integers (ggml's formats, `ggml-common.h`). `dequantize(blocks, T)` turns uint8 [..., type_size] into float32 [..., block_size]
-with elementwise integer and float arithmetic only, so XLA fuses it into the layer that reads the
-weight: the packed bytes are what stays in device memory.
+integers (ggml's formats, `ggml-common.h`). `dequantize(blocks, T)` turns uint8 [..., type_size]
+into float32 [..., block_size] with elementwise integer and float arithmetic only, so XLA fuses it
+into the layer that reads the weight: the packed bytes are what stays in device memory.
 
 Exact: every product below multiplies a float16 scale (11 significant bits) by small integers (at most
 13 more bits), so it is exact in float32 and each value rounds at most once, at its last addition, as

@@ -81,7 +81,8 @@ def stored_reads(tensors: PackedTensors, slot: Slot, buffer: PackedKernel | Scal
     kernel's [in, out]) and its scale. Shapes are checked against the buffer's."""
     row = (lambda a: a) if slot.layer is None else (lambda a: a[slot.layer])
     if isinstance(buffer, PackedKernel):
-        return [(_checked(lambda: tensors.packed(slot.name), slot.name, row(buffer.blocks).shape), row(buffer.blocks), None)]
+        blocks = row(buffer.blocks)
+        return [(_checked(lambda: tensors.packed(slot.name), slot.name, blocks.shape), blocks, None)]
     values = row(buffer.values)
     scale = buffer.scale if slot.layer is None else buffer.scale[slot.layer : slot.layer + 1]
     torch_shape = tuple(reversed(values.shape))
@@ -95,7 +96,9 @@ def _checked(read: Callable[[], np.ndarray], name: str, expected: tuple[int, ...
     def checked() -> np.ndarray:
         source = read()
         if tuple(source.shape) != tuple(expected):
-            raise CheckpointError(f"{name}: stored as {tuple(source.shape)}, expected {tuple(expected)} from the config")
+            raise CheckpointError(
+                f"{name}: stored as {tuple(source.shape)}, expected {tuple(expected)} from the config"
+            )
         return source
 
     return checked
