@@ -32,6 +32,7 @@ from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
 from wanjax.domain.modes.registry import default_mode
 from wanjax.domain.offload import AUTO, least_offload, moves_components, streams_blocks
 from wanjax.domain.plan import SamplingPlan, plan_sampling
+from wanjax.domain.quantization import PACKED_BLOCKS, STORED_KERNELS, bytes_per_value
 from wanjax.domain.requests import GenerationRequest
 from wanjax.domain.specs import VaeSpec
 from wanjax.domain.scheduling import MAX_INFERENCE_STEPS
@@ -64,6 +65,9 @@ class BenchOptions:
     """A baseline timed on the same shapes first (BASELINES): diffusers eager, or eager and compiled."""
     overrides: dict[str, object] = attrs.field(factory=dict)
     """Any config key (`--set`), e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d."""
+    kernels: str | None = None
+    """The blocks' kernels stored as a quantized file keeps them (a GGUF block type such as Q4_K, or
+    scaled_fp8), random; None: as `weights_dtype` says."""
     profile_dir: Path | None = None
     """Where JAX's profiler writes a trace of the timed steps (None: no profiling)."""
     latents_out: Path | None = None
@@ -78,6 +82,7 @@ class BenchPlan:
     settings: GenerationConfig
     """Resolved for this platform: `dtype` and `attention` are what runs."""
     architecture: Architecture
+    kernels: str | None = None
     request: GenerationRequest
     geometry: LatentGeometry
     plan: SamplingPlan  # the timed steps and one more
@@ -109,6 +114,8 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
             f"bench --model {options.model!r}: give a preset ({', '.join(preset_names())}) "
             f"or a published repo id ({', '.join(ARCHITECTURES)})"
         )
+    if options.kernels is not None and options.kernels not in STORED_KERNELS:
+        raise ConfigError(f"--kernels {options.kernels}: one of {', '.join(STORED_KERNELS)}")
     if not 1 <= options.steps < MAX_INFERENCE_STEPS:  # the plan holds one step more
         raise ConfigError(f"--steps {options.steps}: must be from 1 to {MAX_INFERENCE_STEPS - 1}")
     flags = {key: getattr(options, key) for key in ("attention", "dtype") if getattr(options, key) is not None}
@@ -126,9 +133,13 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
     experts = dict(num_experts=architecture.num_experts, model_boundary_ratio=architecture.boundary_ratio)
     # one step more than timed: the first also builds the KV cache and moves the inputs in
     plan = plan_sampling(attrs.evolve(request, num_inference_steps=options.steps + 1), **experts)
+    spec = architecture.transformer
+    size = PACKED_BLOCKS.get(options.kernels, (1, 0))[0]
+    if spec.inner_dim % size or spec.ffn_dim % size:
+        raise ConfigError(f"--kernels {options.kernels} packs rows of {size} values; {options.model}'s are not")
     return BenchPlan(
-        settings=config.resolved(default_platform()), architecture=architecture, request=request,
-        geometry=geometry, plan=plan, vae=options.vae,
+        settings=config.resolved(default_platform()), architecture=architecture, kernels=options.kernels,
+        request=request, geometry=geometry, plan=plan, vae=options.vae,
     )  # fmt: skip
 
 
@@ -168,6 +179,7 @@ def bench_workload(bench: BenchPlan) -> Workload:
         text_tokens=bench.settings.text_encoder.max_sequence_length, image_tokens=architecture.image_tokens,
         weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
         attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, offload=denoiser.offload, **decode,
+        packed_kernel_bytes=None if bench.kernels is None else bytes_per_value(bench.kernels),
     )  # fmt: skip
 
 
@@ -215,7 +227,7 @@ def run_bench(options: BenchOptions) -> BenchResult:
         layers=bench.architecture.transformer.num_layers,
         shape=_shape(bench),
         dtype=bench.dtype,
-        weights_dtype=bench.settings.denoiser.weights_dtype,
+        weights_dtype=bench.kernels or bench.settings.denoiser.weights_dtype,
         attention=bench.settings.denoiser.attention,  # what ran: `auto` resolved
         steps=bench.request.num_inference_steps,
         seconds_per_step=timing.seconds_per_step,
@@ -252,7 +264,7 @@ def _time_transformer(bench: BenchPlan, offload: str, profile_dir: Path | None =
     kernels = jax_dtype(denoiser.weights_dtype) if denoiser.is_fp8 else None  # as ExpertLoading stores them
     experts = [
         random_transformer(
-            architecture.transformer, runtime, seed, kernel_dtype=kernels,
+            architecture.transformer, runtime, seed, kernel_dtype=kernels, stored_kernels=bench.kernels,
             blocks_in_host_memory=streams_blocks(offload), all_in_host_memory=moves_components(offload),
         )  # fmt: skip
         for seed in range(architecture.num_experts)

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from wanjax.adapters.checkpoints.gguf_file import PackedTensors
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
@@ -34,6 +35,15 @@ class DeviceSize:
         if self.device is not None:
             return self
         return DeviceSize(device=available_bytes(), host=self.host or host_available_bytes(), platform=platform())
+
+
+def packed_kernel_bytes(checkpoint: Any) -> float | None:
+    """Bytes per value of the experts' packed block kernels (GGUF files; the largest over the experts),
+    from the files' headers; None where no expert's are packed."""
+    weights = [checkpoint.weights(expert) for expert in checkpoint.experts]
+    sizes = [w.block_kernel_bytes() for w in weights if isinstance(w, PackedTensors)]
+    sizes = [size for size in sizes if size is not None]
+    return max(sizes) if sizes else None
 
 
 class MemoryPlanner:
@@ -119,6 +129,7 @@ class MemoryPlanner:
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,
+            packed_kernel_bytes=packed_kernel_bytes(checkpoint),
             request_lora_cache=denoiser.lora_cache_mb * 2**20 if denoiser.request_loras else None,
             row_shards=mesh.batch_ways,
             token_shards=mesh.context,

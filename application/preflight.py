@@ -28,12 +28,19 @@ def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...]
     `expert` by name and shape (the merge's own check, on headers and memory-mapped views), then its
     values read and found finite (files whose identity is in `checked` are not read again; the
     others join it); a CheckpointError naming the file and keys."""
+    from wanjax.adapters.checkpoints.gguf_file import PackedTensors
     from wanjax.adapters.checkpoints.safetensors_file import FileIdentity
     from wanjax.adapters.lora import read_lora, with_loras
 
     if not specs:
         return
-    with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
+    weights = checkpoint.weights(checkpoint.experts[expert])
+    if isinstance(weights, PackedTensors) and weights.block_kernel_bytes() is not None:
+        raise CheckpointError(
+            f"LoRAs on a quantized transformer file ({checkpoint.experts[expert]}: GGUF or scaled fp8) are not "
+            "supported yet: use its bf16 or fp16 release with LoRAs"
+        )
+    with_loras(weights, specs)
     checked = set() if checked is None else checked
     for spec in specs:
         identity = FileIdentity.of(Path(spec.path).expanduser())

@@ -55,6 +55,20 @@ def preset_for_checkpoint(model: str) -> str | None:
     return None
 
 
+def _preset_of_file(file: Path) -> str:
+    """The preset of the published model a lone transformer file is (`checkpoints.recognise`): the rest
+    of the model (VAE, text and image encoders, tokenizer) comes from that preset's checkpoint."""
+    from wanjax.adapters.checkpoints.recognise import recognised_repo
+
+    repo = recognised_repo(file)
+    preset = preset_for_checkpoint(repo)
+    if preset is None:
+        raise ConfigError(
+            f"{file} is a {repo} transformer, which no preset runs; add configs/<name>.yaml with model: {repo}"
+        )
+    return preset
+
+
 def _without_diffusers_suffix(repo: str) -> str:
     """The official repo of a diffusers one: "-Diffusers" (Wan 2.1 VACE's: "-diffusers") cut off."""
     cut = len(repo) - len(DIFFUSERS_SUFFIX)
@@ -70,14 +84,18 @@ def resolve_config(
     sampling settings are read; a setting no wanjax solver implements is a ConfigError unless
     the preset or `overrides` choose the sampler (`sample_solver`).
     """
+    model_layer: dict[str, Any] = {"model": model}
+    if model is not None and Path(model).expanduser().is_file():  # a lone transformer file
+        model_layer = {"transformer_file": model}
+        model = _preset_of_file(Path(model).expanduser())
     preset = DEFAULT_PRESET if model is None else model if model in preset_names() else preset_for_checkpoint(model)
     if model is not None and preset is None:
         _check_not_a_misspelt_preset(model)
     layers: list[tuple[str, Mapping[str, Any]]] = []
     if preset is not None:
         layers.append((f"preset {preset!r}", _preset_values(preset)))
-    if model is not None and model != preset:
-        layers.append(("--model", {"model": model}))
+    if model is not None and model != preset or "transformer_file" in model_layer:
+        layers.append(("--model", model_layer))
     layers.append(("--set", overrides))
     config = _layered(GenerationConfig(), layers)
     if read_checkpoint:

@@ -3,10 +3,17 @@ before its weights are downloaded (the architecture `wanjax bench` builds)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
+
+from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
+from wanjax.adapters.checkpoints.original_names import transformer_weights
+from wanjax.adapters.checkpoints.weights import Weights
 
 from wanjax.domain.architectures import UMT5_XXL_ENCODER_PARAMETERS, Architecture, published_architecture
 from wanjax.domain.conditioning import ImageConditioning
+from wanjax.domain.memory import transformer_parameters
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
@@ -25,11 +32,16 @@ class PublishedCheckpoint:
 
     architecture: Architecture
     vae_parameters: int
+    expert_files: dict[str, Path] = attrs.field(factory=dict)
+    """Transformer files given (`transformer_file`, `transformer_2_file`): their headers say how their
+    kernels are stored (a GGUF file's packed blocks), read without the rest of the checkpoint."""
 
     @classmethod
-    def of(cls, repo_id: str) -> PublishedCheckpoint:
+    def of(cls, repo_id: str, replaced: ReplacedFiles = ReplacedFiles()) -> PublishedCheckpoint:
         architecture = published_architecture(repo_id)
-        return cls(architecture, vae_parameter_count(architecture.vae))
+        experts = ("transformer", "transformer_2")[: architecture.num_experts]
+        files = {expert: replaced.get(expert) for expert in experts if replaced.get(expert) is not None}
+        return cls(architecture, vae_parameter_count(architecture.vae), files)
 
     @property
     def transformer_spec(self) -> TransformerSpec:
@@ -47,8 +59,11 @@ class PublishedCheckpoint:
     def experts(self) -> tuple[str, ...]:
         return ("transformer", "transformer_2")[: self.architecture.num_experts]
 
-    def weights(self, component: str) -> ParameterCount:
+    def weights(self, component: str) -> ParameterCount | Weights:
+        if component in self.expert_files:
+            return transformer_weights(self.expert_files[component])
         counts = {"vae": self.vae_parameters, "text_encoder": UMT5_XXL_ENCODER_PARAMETERS}
+        counts |= dict.fromkeys(self.experts, transformer_parameters(self.transformer_spec)[0])
         return ParameterCount(counts[component])
 
 

@@ -106,6 +106,9 @@ class Workload:
     token_shards: int = 1
     devices: int = 1
     offload: str = "none"  # where the weights wait between their uses (domain/offload.py)
+    # Bytes per value of the blocks' matmul kernels as a GGUF file's packed blocks keep them on the
+    # device (Q4_K: 0.5625); None: as `weights_dtype` says.
+    packed_kernel_bytes: float | None = None
 
 
 @attrs.frozen
@@ -261,12 +264,20 @@ def moved_bytes(work: Workload, steps: int) -> tuple[int, int]:
     return per_step, per_run
 
 
+def _stored_bytes(work: Workload) -> tuple[float, int]:
+    """Bytes per value of the blocks' matmul kernels, and of every other weight, as stored: fp8 kernels
+    with the rest in the compute dtype, packed GGUF kernels, or everything in `weights_dtype`."""
+    fp8 = work.weights_dtype == "float8_e4m3fn"
+    rest = DTYPE_BYTES[work.activations_dtype if fp8 else work.weights_dtype]
+    if work.packed_kernel_bytes is not None:
+        return work.packed_kernel_bytes, rest
+    return (1 if fp8 else rest), rest
+
+
 def _transformer_weights(work: Workload) -> int:
     total, kernels = transformer_parameters(work.transformer)
-    if work.weights_dtype == "float8_e4m3fn":  # the blocks' kernels in fp8, the rest in the compute dtype
-        size = kernels + (total - kernels) * DTYPE_BYTES[work.activations_dtype]
-    else:
-        size = total * DTYPE_BYTES[work.weights_dtype]
+    kernel_bytes, rest = _stored_bytes(work)
+    size = int(kernels * kernel_bytes) + (total - kernels) * rest
     return work.num_experts * size // work.weight_shards
 
 
@@ -275,9 +286,8 @@ def block_weights(work: Workload) -> int:
     the extensions' parameters stay on the device)."""
     spec = work.transformer
     block, kernels = block_parameters(spec)  # one block: all its parameters, its matmul kernels
-    fp8 = work.weights_dtype == "float8_e4m3fn"
-    dtype = work.activations_dtype if fp8 else work.weights_dtype
-    size = kernels * (1 if fp8 else DTYPE_BYTES[dtype]) + (block - kernels) * DTYPE_BYTES[dtype]
+    kernel_bytes, rest = _stored_bytes(work)
+    size = int(kernels * kernel_bytes) + (block - kernels) * rest
     return work.num_experts * spec.num_layers * size // work.weight_shards
 
 

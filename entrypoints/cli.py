@@ -128,6 +128,7 @@ def _add_mode_inputs(parser: argparse.ArgumentParser) -> None:
 def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     from wanjax.domain.attention import ATTENTION_BACKENDS
     from wanjax.domain.bench import BASELINES
+    from wanjax.domain.quantization import STORED_KERNELS
     from wanjax.domain.settings import DTYPES
 
     bench = commands.add_parser(
@@ -142,6 +143,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--attention", choices=ATTENTION_BACKENDS, help="default: the preset's")
     bench.add_argument("--dtype", choices=DTYPES, help="default: the preset's (auto: bfloat16, float32 on CPU)")
     bench.add_argument("--vae", action="store_true", help="also time one VAE decode of the latents")
+    bench.add_argument("--kernels", choices=STORED_KERNELS, help="the blocks' kernels as a quantized file keeps "
+                       "them on the device: a GGUF block type (packed) or scaled_fp8 (default: weights_dtype)")
     bench.add_argument("--vs", choices=BASELINES, help="also time diffusers' WanTransformer3DModel, same shapes: "
                        "eager, or eager and under torch.compile (diffusers-compiled; minutes of compiling)")
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
@@ -294,9 +297,11 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     if published:
         from dependency_injector import providers
 
+        from wanjax.application.builders import replaced_files
         from wanjax.application.published import PublishedCheckpoint
 
-        container.checkpoint.override(providers.Object(PublishedCheckpoint.of(config.model.location)))
+        published_model = PublishedCheckpoint.of(config.model.location, replaced_files(config.model))
+        container.checkpoint.override(providers.Object(published_model))
     size = _planned_size(args, container) if plan_only else None
     model = lambda: ModelTraits.of(container.checkpoint())  # noqa: E731
     requests = _requests(config, args.prompt, _media(args, config, model, probed=plan_only))
@@ -418,7 +423,7 @@ def _planned_size(args: argparse.Namespace, container: Any) -> DeviceSize | None
 def _bench(args: argparse.Namespace) -> int:
     from wanjax.application.bench import BenchOptions, run_bench, write_bench_json
 
-    flags = ("layers", "steps", "height", "width", "num_frames", "attention", "dtype")
+    flags = ("layers", "steps", "height", "width", "num_frames", "attention", "dtype", "kernels")
     given = {key: getattr(args, key) for key in flags}
     options = BenchOptions(
         model=args.model, vae=args.vae, vs=args.vs, overrides=set_items(args.set),

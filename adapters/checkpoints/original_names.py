@@ -18,10 +18,12 @@ from pathlib import Path
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.gguf_file import SUFFIX as GGUF_SUFFIX
+from wanjax.adapters.checkpoints.gguf_file import GgufWeights
+from wanjax.adapters.checkpoints.scaled_fp8 import ScaledFp8Weights, is_scaled_fp8
 from wanjax.adapters.checkpoints.original_animate import animate_names, is_animate_name
 from wanjax.adapters.checkpoints.weights import ComponentWeights, RenamedWeights
 from wanjax.adapters.checkpoints.wan_names import diffusers_module, diffusers_parameter
-from wanjax.domain.errors import UnsupportedModelError
 
 PREFIXES = ("model.diffusion_model.", "diffusion_model.")
 MARKER = "head.modulation"  # the key diffusers' single-file loader detects Wan by
@@ -49,22 +51,17 @@ def is_original_format(names: Iterable[str]) -> bool:
     return any(name.endswith(MARKER) for name in names)
 
 
-def transformer_weights(location: Path) -> ComponentWeights | RenamedWeights:
+def transformer_weights(location: Path) -> ComponentWeights | GgufWeights | RenamedWeights:
     """A transformer's weights under diffusers names, whichever naming its files use.
 
-    `location`: a folder, a `.safetensors` file or a shard index. ComfyUI's "scaled fp8"
-    files (per-tensor scales in `*.scale_weight`) are refused: their tensors are not
-    the weights until rescaled.
+    `location`: a folder, a `.safetensors` file, a shard index or a `.gguf` file. ComfyUI's and
+    kijai's "scaled fp8" files (per-tensor scales in `*.scale_weight`) are read through
+    `scaled_fp8.ScaledFp8Weights`.
     """
-    weights = ComponentWeights(location)
+    weights = GgufWeights(location) if Path(location).suffix == GGUF_SUFFIX else ComponentWeights(location)
     if not is_original_format(weights):
         return weights
-    if "scaled_fp8" in weights or any(name.endswith(".scale_weight") for name in weights):
-        raise UnsupportedModelError(
-            f"{location}: a ComfyUI 'scaled fp8' checkpoint; use its fp16/bf16 release instead "
-            "(and --set weights_dtype=float8_e4m3fn for fp8 storage)"
-        )
-    return diffusers_named(weights)
+    return diffusers_named(ScaledFp8Weights(weights, location) if is_scaled_fp8(weights) else weights)
 
 
 def diffusers_named(weights: Mapping[str, np.ndarray]) -> RenamedWeights:

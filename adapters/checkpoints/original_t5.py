@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.scaled_fp8 import ScaledFp8Weights, is_scaled_fp8
+from wanjax.adapters.checkpoints.weights import RenamedWeights
 from wanjax.domain.errors import CheckpointError
 
 BLOCK = {
@@ -36,9 +38,13 @@ MAX_DISTANCE = 128  # T5RelativeEmbedding's max_dist
 _BLOCK = re.compile(r"blocks\.(\d+)\.(.+)")
 
 
-def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> dict[str, np.ndarray]:
+def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> Mapping[str, np.ndarray]:
     """The encoder's tensors under transformers' names, from the official names or transformers'
-    own (a saved `UMT5EncoderModel`); unknown names are kept, for the loader to report."""
+    own (a saved `UMT5EncoderModel`); unknown names are kept, for the loader to report. A ComfyUI
+    "scaled fp8" file (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`) reads as its dequantized weights,
+    each tensor as it is read."""
+    if is_scaled_fp8(weights):
+        return _named(ScaledFp8Weights(weights, where), where)
     if "token_embedding.weight" in weights:
         tensors = {_umt5_name(name): weights[name] for name in weights}
     else:
@@ -47,6 +53,17 @@ def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> dict[str, np.
     if embedding is None:
         raise CheckpointError(f"{where}: no token embedding (token_embedding.weight, shared.weight); not a T5 encoder")
     return {**tensors, **dict.fromkeys(EMBEDDINGS, embedding)}
+
+
+def _named(weights: Mapping[str, np.ndarray], where: str) -> RenamedWeights:
+    """`umt5_tensors` of tensors read lazily (dequantized ones), under transformers' names."""
+    official = "token_embedding.weight" in weights
+    rename = {name: _umt5_name(name) if official else name for name in weights}
+    embedding = next((name for name, ours in rename.items() if ours in EMBEDDINGS), None)
+    if embedding is None:
+        raise CheckpointError(f"{where}: no token embedding (token_embedding.weight, shared.weight); not a T5 encoder")
+    tied = {name: (embedding, lambda tensor: tensor) for name in EMBEDDINGS if name not in rename.values()}
+    return RenamedWeights(weights, rename, tied)
 
 
 def _umt5_name(original: str) -> str:

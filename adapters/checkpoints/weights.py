@@ -10,6 +10,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.gguf_file import GgufWeights, PackedTensors
 from wanjax.adapters.checkpoints.pth_file import SUFFIXES as PTH_SUFFIXES
 from wanjax.adapters.checkpoints.pth_file import PthWeights
 from wanjax.adapters.checkpoints.safetensors_file import FileIdentity, SafetensorsFile
@@ -196,9 +197,32 @@ class RenamedWeights(Mapping[str, np.ndarray]):
             return self._source.byte_offset(self._original[name])
         return "", 0
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """Tensor `name`'s shape; from the source's headers where it has them (a quantized tensor is
+        then not dequantized to be measured)."""
+        if name in self._views or not hasattr(self._source, "shape"):
+            return tuple(self[name].shape)
+        return tuple(self._source.shape(self._original[name]))
+
+    def block_type(self, name: str) -> str | None:
+        """The source's packed GGUF block type of `name` (`PackedTensors`); None when a view reads it."""
+        if name in self._views or not isinstance(self._source, PackedTensors):
+            return None
+        return self._source.block_type(self._original[name])
+
+    def packed(self, name: str) -> np.ndarray:
+        return self._source.packed(self._original[name])
+
+    def block_kernel_bytes(self) -> float | None:
+        return self._source.block_kernel_bytes() if isinstance(self._source, PackedTensors) else None
+
+    def scale(self, name: str) -> np.float32:
+        """A scaled fp8 source's scale of `name` (`scaled_fp8.ScaledFp8Weights`)."""
+        return self._source.scale(self._original[name])
+
     def parameter_count(self) -> int:
         """From the source's headers where it has them (nothing is read), else from the shapes."""
-        if isinstance(self._source, (ComponentWeights, PthWeights)):
+        if isinstance(self._source, (ComponentWeights, PthWeights, GgufWeights)):
             return self._source.parameter_count()
         return sum(math.prod(self[name].shape) for name in self)
 
@@ -206,6 +230,9 @@ class RenamedWeights(Mapping[str, np.ndarray]):
         tensor = self._source[self._original[name]]
         view = self._views.get(name)
         return tensor if view is None else view[1](tensor)
+
+    def __contains__(self, name: object) -> bool:  # without reading the tensor
+        return name in self._original
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._original)
@@ -218,5 +245,5 @@ def _locate(tensors: Mapping[str, np.ndarray], name: str) -> str:
     return tensors.locate(name) if isinstance(tensors, TensorFiles) else repr(name)
 
 
-Weights = ComponentWeights | PthWeights | RenamedWeights
+Weights = ComponentWeights | PthWeights | GgufWeights | RenamedWeights
 """A component's tensors as the loaders read them: `TensorFiles`, and a `parameter_count()`."""

@@ -29,7 +29,9 @@ from jax.typing import DTypeLike
 from wanjax.adapters.jax.vae.autoencoder import JaxVideoAutoencoder
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions, DenoisingProgram
+from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
 from wanjax.adapters.jax.platform.residency import Residency
+from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
 from wanjax.adapters.jax.transformer.offload import BLOCKS, in_host_memory
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
@@ -40,6 +42,7 @@ from wanjax.domain.bench import MemoryPeak
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.flops import matmul_flops
 from wanjax.domain.plan import SamplingPlan
+from wanjax.domain.quantization import SCALE_OFFSETS, bytes_per_value
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 
@@ -49,25 +52,71 @@ def random_transformer(
     seed: int = 0,
     kernel_dtype: DTypeLike | None = None,
     *,
+    stored_kernels: str | None = None,
     blocks_in_host_memory: bool = False,
     all_in_host_memory: bool = False,
 ) -> WanTransformer:
     """The model with random weights made on the device, each parameter in the dtype a checkpoint
-    would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels.
+    would load it in: the model's own, or `kernel_dtype` (fp8) for the blocks' matmul kernels, or
+    as a quantized file keeps them (`stored_kernels`: a GGUF block type or scaled fp8).
     `blocks_in_host_memory` (offload=layers): each block parameter [layers, ...] is made alone and
     moved to host memory before the next, so the device never holds all the blocks;
     `all_in_host_memory` (offload=components): every parameter so."""
     model = abstract_transformer(spec, runtime)
-    layout = dict(enumerate(storage_layout(model, kernel_dtype).items()))
+    kinds = None if stored_kernels is None else RandomKernels(stored_kernels)
+    layout = dict(enumerate(storage_layout(model, kernel_dtype, kinds).items()))
     offloaded = {
         i for i, (path, _) in layout.items() if all_in_host_memory or (blocks_in_host_memory and path[0] == BLOCKS)
     }
     resident = {i: entry for i, entry in layout.items() if i not in offloaded}
-    arrays = jax.jit(lambda: {p: _hashed_uniform(s.shape, s.dtype, i, seed) for i, (p, s) in resident.items()})()
+    arrays = jax.jit(lambda: {p: _random_parameter(s, i, seed) for i, (p, s) in resident.items()})()
     for i in offloaded:
         path, s = layout[i]
-        arrays[path] = in_host_memory(jax.jit(lambda s=s, i=i: _hashed_uniform(s.shape, s.dtype, i, seed))())
+        arrays[path] = jax.tree.map(in_host_memory, jax.jit(lambda s=s, i=i: _random_parameter(s, i, seed))())
     return set_parameters(model, arrays)
+
+
+class RandomKernels:
+    """Every block kernel stored as `kind` (a GGUF block type, or scaled fp8): the `PackedTensors` a
+    file of random weights would be, for `random_transformer` to lay out its parameters by."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def block_type(self, name: str) -> str | None:
+        return self.kind
+
+    def packed(self, name: str) -> np.ndarray:
+        raise NotImplementedError("random weights are made on the device, never read")
+
+    def block_kernel_bytes(self) -> float | None:
+        return bytes_per_value(self.kind)
+
+
+def _random_parameter(abstract: object, index: int, seed: int) -> object:
+    """Random values of a parameter's stored form: an array, GGUF blocks with small finite scales, or
+    fp8 values with a unit scale."""
+    if isinstance(abstract, PackedKernel):
+        blocks = _random_blocks(abstract.blocks.shape, abstract.block_type, index, seed)
+        return PackedKernel(blocks, abstract.block_type, abstract.dtype)
+    if isinstance(abstract, ScaledKernel):
+        values = _hashed_uniform(abstract.values.shape, abstract.values.dtype, index, seed)
+        return ScaledKernel(values, jnp.ones(abstract.scale.shape, jnp.float32), abstract.dtype)
+    return _hashed_uniform(abstract.shape, abstract.dtype, index, seed)
+
+
+def _random_blocks(shape: tuple[int, ...], block_type: str, index: int, seed: int) -> jax.Array:
+    """Random bytes, each float16 scale's exponent cut to at most 2^-12: the weights stay below about
+    0.25 whatever the integers (neither step time nor memory depends on the values)."""
+    offset = (index * 0x9E3779B9 + seed * 0x85EBCA6B) & 0xFFFFFFFF
+    bits = jax.lax.iota(jnp.uint32, math.prod(shape)) + jnp.uint32(offset)
+    bits = (bits ^ (bits >> 16)) * jnp.uint32(0x7FEB352D)
+    bits = (bits ^ (bits >> 15)) * jnp.uint32(0x846CA68B)
+    blocks = (bits >> 24).astype(jnp.uint8).reshape(shape)
+    mask = np.full(shape[-1], 0xFF, np.uint8)
+    for at in SCALE_OFFSETS[block_type]:
+        mask[at + 1] = 0x8F  # the scale's high byte: sign, the exponent's two low bits, two mantissa bits
+    return blocks & jnp.asarray(mask)
 
 
 def random_vae(spec: VaeSpec, runtime: VaeRuntime, seed: int = 0) -> WanVAE:

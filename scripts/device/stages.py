@@ -27,6 +27,7 @@ import vae_stage
 from commands import SMOKE_STEPS, WANJAX, run
 from e2e_stage import E2E
 from fp8_stage import fp8_matmul_13b_480p_25, fp8_matmul_14b_720p_81
+from quantized_stage import bench_14b_720p_81_gguf
 
 
 # The README's "Determinism" section states these; the demo model, float32, final latents,
@@ -467,6 +468,7 @@ STAGES = {
         Stage("bench_14b_720p_81_tokamax", 200, 100, bench_14b_720p_81_tokamax),
         Stage("bench_14b_720p_81_components", 240, 150, bench_14b_720p_81_components),  # the other offload
         Stage("fp8_matmul_14b_720p_81", 300, 200, fp8_matmul_14b_720p_81),
+        Stage("bench_14b_720p_81_gguf", 420, 120, bench_14b_720p_81_gguf),  # bf16, Q8_0, Q4_K kernels
         Stage("vae_real_sizes", 600, 60, vae_stage.vae_real_sizes),
         Stage("vae_480p_81_vs_diffusers", 150, 60, vae_480p_81_vs_diffusers),
         # the long whole videos last; the A14B one fills a device call of its own (see SELECTIONS)
@@ -479,10 +481,12 @@ STAGES = {
 # goals that fit one call of 8 minutes (about 380 s on an H200): the 1.3B video end to end, dense and
 # with each step cache, its 25-frame step and attention at T = 32760; then the fp8 matmuls' step, which
 # the budget skips where the rest took longer (its first try on an H200 ran past 170 s). `a14b`: the Wan 2.2 A14B video,
-# a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps.
+# a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps. `quantized`:
+# the 14B step with GGUF Q8_0 and Q4_K kernels beside bf16 (issue 44).
 SELECTIONS = {
     "goals": ("environment", "attention_32760", "bench_13b_480p_25", "e2e_13b_480p_81", "e2e_13b_480p_81_magcache",
               "e2e_13b_480p_81_teacache", "profile_13b_480p_25", "fp8_matmul_13b_480p_25"),
     "a14b": ("environment", "e2e_a14b_720p_81"),
     "large": ("environment", "e2e_ti2v_5b_704p_121", "bench_14b_720p_81"),
+    "quantized": ("environment", "bench_14b_720p_81_gguf"),
 }  # fmt: skip

@@ -14,6 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
@@ -129,3 +130,25 @@ def test_a_new_prompt_with_the_jax_encoder_never_imports_torch(demo_cache: Path,
         assert f"torch imported: {backend == 'torch'}" in run.stdout
         videos[backend] = np.load(out).astype(int)
     assert np.abs(videos["jax"] - videos["torch"]).max() <= 1
+
+
+def test_a_scaled_fp8_file_reads_as_its_dequantized_weights(files: EncoderFiles, tmp_path: Path) -> None:
+    """ComfyUI's `umt5_xxl_fp8_e4m3fn_scaled.safetensors` layout: transformers' names, each 2-D weight in
+    e4m3 with its `scale_weight`, the `scaled_fp8` marker; both backends read the dequantized weights."""
+    from quantized_files import scaled_fp8
+
+    scaled, held = {"scaled_fp8": np.zeros(2, ml_dtypes.float8_e4m3fn)}, {}
+    for name, tensor in open_weights(files.weights).items():
+        tensor = np.asarray(tensor, np.float32)
+        if tensor.ndim == 2 and name != "encoder.embed_tokens.weight":
+            scaled[name], scale = scaled_fp8(tensor)
+            scaled[name.removesuffix("weight") + "scale_weight"] = np.array(scale, np.float32)
+            held[name] = scaled[name].astype(np.float32) * scale
+        elif name != "encoder.embed_tokens.weight":
+            scaled[name] = held[name] = tensor
+    save_file(scaled, tmp_path / "umt5_fp8_scaled.safetensors")
+    save_file(held, tmp_path / "umt5_dequantized.safetensors")
+    for encoder in (JaxUmt5TextEncoder, Umt5TextEncoder):
+        ours = encoder.from_files(EncoderFiles(tmp_path / "umt5_fp8_scaled.safetensors", files.preprocessing), dtype="float32")
+        want = encoder.from_files(EncoderFiles(tmp_path / "umt5_dequantized.safetensors", files.preprocessing), dtype="float32")
+        np.testing.assert_array_equal(ours.encode(PROMPTS[:2], 16), want.encode(PROMPTS[:2], 16))

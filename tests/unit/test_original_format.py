@@ -23,7 +23,6 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
-from wanjax.domain.errors import UnsupportedModelError
 
 
 def _diffusers_tensors(folder: Path) -> dict[str, np.ndarray]:
@@ -77,10 +76,3 @@ def test_transformer_file_key_replaces_the_folder_weights(tiny_checkpoint, tmp_p
         request = config.request("a fox", height=32, width=48, num_frames=5, num_inference_steps=2)
         runs.append(build_container(config).service().generate(request, output_type="latent").array)
     np.testing.assert_array_equal(*runs)
-
-
-def test_scaled_fp8_files_are_refused_by_name(tiny_checkpoint, tmp_path):
-    tensors = {original_name(n): t for n, t in _diffusers_tensors(tiny_checkpoint).items()}
-    save_file({**tensors, "scaled_fp8": np.zeros(0, np.float32)}, tmp_path / "scaled.safetensors")
-    with pytest.raises(UnsupportedModelError, match="scaled fp8"):
-        transformer_weights(tmp_path / "scaled.safetensors")

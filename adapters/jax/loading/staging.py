@@ -97,4 +97,5 @@ class ReplicatedPlacement:
         return self._transfer.put(array, self._replicated)
 
     def put_all(self, arrays: Mapping[K, np.ndarray]) -> dict[K, jax.Array]:
-        return {key: self.put(array) for key, array in arrays.items()}
+        """Each array put; a pytree of arrays (a packed GGUF kernel) leaf by leaf."""
+        return {key: jax.tree.map(self.put, array) for key, array in arrays.items()}

@@ -21,6 +21,7 @@ from wanjax.adapters.checkpoints.weights import TensorFiles
 from wanjax.adapters.jax.loading.placement import ShardedPlacement
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.packed_weights import has_packed
 from wanjax.adapters.jax.transformer.offload import BLOCKS, in_host_memory, put_in_host_memory
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import (
@@ -30,6 +31,7 @@ from wanjax.adapters.jax.transformer.weights import (
     storage_layout,
 )
 from wanjax.adapters.jax.loading.weights_cache import ConvertedWeightsCache, cache_key
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.specs import TransformerSpec
 
 @attrs.frozen(kw_only=True)
@@ -52,9 +54,12 @@ class ExpertLoading:
         it has an entry. Only file-backed tensors (`TensorFiles`) are cached: their files
         identify the entry."""
         model = abstract_transformer(spec, self.runtime)
-        layout = storage_layout(model, self.kernel_dtype)
+        layout = storage_layout(model, self.kernel_dtype, tensors)
+        packed = has_packed(layout)
+        if packed and isinstance(self.placement, ShardedPlacement):
+            raise ConfigError("a GGUF transformer's packed kernels run on one device: set the mesh sizes to 1")
         key = None
-        if self.cache is not None and isinstance(tensors, TensorFiles):
+        if self.cache is not None and isinstance(tensors, TensorFiles) and not packed:  # GGUF: read as stored
             key = cache_key(tensors.identity(), layout, extra=(repr(spec), f"scan={self.runtime.scan_layers}"))
             restored = self.cache.restore(key, layout, self.placement.sharding)
             if restored is not None:
@@ -72,7 +77,7 @@ class ExpertLoading:
 
     def _offloaded(self, arrays: dict[tuple, jax.Array]) -> dict[tuple, jax.Array]:
         """The arrays that wait in host memory moved there (restored ones are placed on the device)."""
-        return {path: in_host_memory(a) if self._in_host_memory(path) else a for path, a in arrays.items()}
+        return {path: jax.tree.map(in_host_memory, a) if self._in_host_memory(path) else a for path, a in arrays.items()}
 
     def load_all(self, spec: TransformerSpec, experts: Sequence[Mapping[str, np.ndarray]]) -> list[WanTransformer]:
         """Every expert from its tensors, concurrently (one thread each)."""

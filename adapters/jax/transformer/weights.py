@@ -16,7 +16,8 @@ Loading reads each tensor once, zero-copy from the file mapping, and casts it st
 into its slot of a preallocated (for scanned blocks, stacked [L, ...]) buffer, on a few
 threads, in file order (`host_buffers`); the buffers then go to the device(s)
 (`staging`). Original-format (Wan repo / ComfyUI) names arrive already renamed to
-diffusers names (`checkpoints.original_names`).
+diffusers names (`checkpoints.original_names`). A GGUF or scaled fp8 file's quantized block
+kernels stay as stored (`packed_weights`).
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ from jax.typing import DTypeLike
 from wanjax.adapters.checkpoints.weights import TensorFiles
 from wanjax.adapters.jax.loading.host_buffers import CopyJob, aligned_empty, run_jobs
 from wanjax.adapters.jax.loading.staging import ReplicatedPlacement
+from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
+from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.extensions import transformer_extensions
+from wanjax.adapters.jax.transformer.packed_weights import STORED_KERNELS, packed_layout, stored_reads
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weight_names import (
     Path,
@@ -101,27 +105,34 @@ def abstract_transformer(spec: TransformerSpec, runtime: TransformerRuntime) -> 
     return nnx.eval_shape(lambda: WanTransformer(spec, runtime, rngs=nnx.Rngs(0)))
 
 
-def storage_layout(model: WanTransformer, kernel_dtype: DTypeLike | None = None) -> dict[Path, jax.ShapeDtypeStruct]:
+def storage_layout(
+    model: WanTransformer,
+    kernel_dtype: DTypeLike | None = None,
+    tensors: Mapping[str, np.ndarray] | None = None,
+) -> dict[Path, jax.ShapeDtypeStruct | PackedKernel | ScaledKernel]:
     """Each parameter's final shape and storage dtype.
 
     The model's own dtypes (`runtime.param_dtype`, fp32 where diffusers keeps fp32), except
     that `kernel_dtype` (fp8) stores the matmul kernels of the layer stacks (`parameter_rules.stacks`:
     the blocks, and VACE's, nearly all the bytes; Animate's face adapters, 0.84B parameters at
-    Animate-14B); the layers cast them to the compute dtype as they use them. Embedders (Animate's
-    pose patch embedding too), the output projection, biases, norms and Animate's face-video
-    encoders (41M parameters, run once per segment: fp8 would save 40 MB and cost accuracy in what
-    every face adapter reads) keep the model's dtype.
+    Animate-14B), and that the kernels of those stacks that `tensors` holds quantized (a GGUF file's
+    blocks, a scaled fp8 file's values and scales) stay so (`packed_weights`); the layers cast or
+    dequantize them to the compute dtype as they use them. Embedders (Animate's pose patch
+    embedding too), the output projection, biases, norms and Animate's face-video encoders (41M
+    parameters, run once per segment: fp8 would save 40 MB and cost accuracy in what every face
+    adapter reads) keep the model's dtype.
     """
-    layout = {}
+    layout, own = {}, {}
     stacks = model.parameter_rules.stacks
-    for path, param in _params(model, parameter_slots(model)).items():
-        abstract = param.get_value()
+    slots = parameter_slots(model)
+    for path, param in _params(model, slots).items():
+        abstract = own[path] = param.get_value()
         dtype = abstract.dtype
         stacked = any(name in path for name in stacks)
         if kernel_dtype is not None and stacked and path[-1] == "kernel" and dtype != jnp.float32:
             dtype = jnp.dtype(kernel_dtype)
         layout[path] = jax.ShapeDtypeStruct(abstract.shape, dtype)
-    return layout
+    return layout | packed_layout(slots, own, tensors, stacks)
 
 
 def convert_transformer_weights(
@@ -141,19 +152,25 @@ def convert_transformer_weights(
     """
     slots = parameter_slots(model)
     _check_names(slots, tensors)
-    layout = storage_layout(model, kernel_dtype)
-    buffers = {path: aligned_empty(a.shape, a.dtype) for path, a in layout.items()}
+    layout = storage_layout(model, kernel_dtype, tensors)
+    buffers = jax.tree.map(lambda a: aligned_empty(a.shape, a.dtype), layout)
     files = isinstance(tensors, TensorFiles)
     if files:
         slots = sorted(slots, key=lambda slot: tensors.byte_offset(slot.name))
     jobs = []
     for slot in slots:
-        target = buffers[slot.path] if slot.layer is None else buffers[slot.path][slot.layer]
-        read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, slot.to_jax))
-        if files:
-            read()  # a view: checks the shape from the header, reads nothing
-        release = functools.partial(tensors.release, slot.name) if files else None
-        jobs.append(CopyJob(read, target, slot.to_jax, release))
+        buffer = buffers[slot.path]
+        if isinstance(buffer, STORED_KERNELS):  # as the file stores them (`packed_weights`)
+            reads = stored_reads(tensors, slot, buffer)
+        else:
+            target = buffer if slot.layer is None else buffer[slot.layer]
+            read = functools.partial(_read_checked, tensors, slot.name, _torch_shape(target.shape, slot.to_jax))
+            reads = [(read, target, slot.to_jax)]
+        for read, target, to_jax in reads:
+            if files:
+                read()  # a view: checks the shape from the header, reads nothing
+            release = functools.partial(tensors.release, slot.name) if files else None
+            jobs.append(CopyJob(read, target, to_jax, release))
     run_jobs(jobs, workers)
     return buffers
 
