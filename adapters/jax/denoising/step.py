@@ -36,6 +36,7 @@ from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
 
@@ -157,7 +158,7 @@ def _transformer_pass(
         vace=None if rows.control is None else (rows.control, rows.control_scale, x_rows.shape),
         face=None if animate is None else animate.face,
     )
-    blocks = functools.partial(_blocks, model, inputs=inputs)
+    blocks = functools.partial(_blocks, model, inputs=inputs, attention=AttentionCall(kind=SELF, grid=grid))
     out, cache, report = controls.device_feature.around_blocks(step, tokens, time, cache, blocks, guider.copies)
     return transformer.head(out, time, grid), cache, report
 
@@ -183,18 +184,26 @@ class _BlockInputs(NamedTuple):
 
 
 def _blocks(
-    model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, *, inputs: _BlockInputs
+    model: StepModel,
+    step: Step,
+    tokens: jax.Array,
+    temb6: jax.Array,
+    *,
+    inputs: _BlockInputs,
+    attention: AttentionCall,
 ) -> jax.Array:
     """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, an Animate
-    model's face adapters after theirs); the cross-attention K/V from the cache, or computed
-    here from the text embeddings (and image tokens)."""
+    model's face adapters after theirs), their self-attention as `attention` describes it; the
+    cross-attention K/V from the cache, or computed here from the text embeddings (and image tokens)."""
     transformer = model.merged(step.params)
     control = None if inputs.vace is None else transformer.vace_control(*inputs.vace)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
         image = None if inputs.image is None else inputs.image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, inputs.face, stream=model.stream_blocks)
+    return transformer.run_blocks(
+        tokens, kv, temb6, step.rope, control, inputs.face, attention=attention, stream=model.stream_blocks
+    )
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:

@@ -36,6 +36,7 @@ from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
 from wanjax.adapters.jax.transformer.vace import VaceBranch, VaceControl, hint_slots, with_hint
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.sharding import (
     ACTIVATION_BATCH,
     ACTIVATION_EMBED,
@@ -179,7 +180,9 @@ class WanTransformer(nnx.Module):
         vace = None if control is None else self.vace_control(control, control_scale, latents.shape)
         x, time = self.embed(latents, timestep, None if animate is None else animate.pose)
         face = None if animate is None else animate.face
-        return self.head(self.run_blocks(x, cache, time.temb6, rope, vace, face), time, grid)
+        self_attention = AttentionCall(kind=SELF, grid=grid)
+        x = self.run_blocks(x, cache, time.temb6, rope, vace, face, attention=self_attention)
+        return self.head(x, time, grid)
 
     def animate_inputs(self, pose_latents: jax.Array, faces: jax.Array, latent_shape: tuple[int, ...]) -> AnimateInputs:
         """What the steps of an Animate model read of one segment's pose latents
@@ -258,6 +261,7 @@ class WanTransformer(nnx.Module):
         control: VaceControl | None = None,
         face: jax.Array | None = None,
         *,
+        attention: AttentionCall,
         stream: bool = False,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
@@ -265,12 +269,13 @@ class WanTransformer(nnx.Module):
         model first runs its VACE blocks on `control` and x, then adds their hints. An Animate
         model runs its face adapters on `face` (`AnimateInputs.face`) after their blocks. `stream`:
         the scanned blocks' weights are in host memory and reach the device block by block
-        (`offload.scan_streamed`)."""
+        (`offload.scan_streamed`). `attention` describes the blocks' self-attention (its token
+        grid and structure; the listed blocks add their index)."""
         hints = None
         if self.vace is not None:
             if control is None or cache.vace is None:
                 raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
-            hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
+            hints = self.vace.hints(x, control, cache.vace, temb6, rope, attention)  # [V, B, S, D]
         if (face is None) != (self.animate is None):
             raise ValueError("an Animate transformer's blocks need the face tokens, the others none")
         adapters = None if self.animate is None else self.animate.face_adapter
@@ -278,15 +283,15 @@ class WanTransformer(nnx.Module):
         shared = (hints, adapters, face, temb6, rope)
         body = functools.partial(_layer, self.activation_sharding)
         if stream:
-            streamed = lambda block, x, layer_inputs: (body(block, x, layer_inputs, shared), None)  # noqa: E731
+            streamed = lambda block, x, inputs: (body(block, x, inputs, shared, attention), None)  # noqa: E731
             return scan_streamed(self.blocks, streamed, x, per_layer)[0]
         if self.scan_layers:
-            carry_first = lambda x, block, layer_inputs, shared: body(block, x, layer_inputs, shared)  # noqa: E731
+            carry_first = lambda x, block, inputs, shared: body(block, x, inputs, shared, attention)  # noqa: E731
             scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
             return scanned(x, self.blocks, per_layer, shared)
         kv, hint_at, face_at = per_layer
         for i, block in enumerate(self.blocks):
-            x = body(block, x, (layer(kv, i), hint_at[i], int(face_at[i])), shared)
+            x = body(block, x, (layer(kv, i), hint_at[i], int(face_at[i])), shared, attention.at_layer(i))
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
@@ -303,13 +308,19 @@ def _pinned_tokens(sharding: ActivationSharding, x: jax.Array) -> jax.Array:
 
 
 def _layer(
-    sharding: ActivationSharding, block: WanBlock, x: jax.Array, layer_inputs: tuple, shared: tuple
+    sharding: ActivationSharding,
+    block: WanBlock,
+    x: jax.Array,
+    layer_inputs: tuple,
+    shared: tuple,
+    attention: AttentionCall,
 ) -> jax.Array:
     """The block loop's one body, for its scanned, streamed and listed forms: base block i on x
     [B, S, D], then what runs after it. `layer_inputs`: block i's cross-attention K/V, its VACE
     hint slot and its face adapter slot (-1: none); `shared`: the hints [V, B, S, D], the face
-    adapters, the face tokens, temb6 and the RoPE tables (None where the model has none)."""
+    adapters, the face tokens, temb6 and the RoPE tables (None where the model has none);
+    `attention`: block i's self-attention call."""
     kv, hint_slot, face_slot = layer_inputs
     hints, adapters, face, temb6, rope = shared
-    x = with_hint(block(x, kv, temb6, rope), hints, hint_slot)
+    x = with_hint(block(x, kv, temb6, rope, attention), hints, hint_slot)
     return _pinned_tokens(sharding, with_face(x, adapters, face, face_slot))
