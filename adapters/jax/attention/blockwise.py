@@ -13,7 +13,8 @@ The same folding step serves ring attention (adapters/jax/attention/context_para
 
 A call's structure (`AttentionCall.structure`: frame-block-causal) lets each query see a prefix
 of the keys; the fold masks the keys past it and skips (`lax.cond`) every key block that no
-query of its query block sees, so a block-causal call costs about half the logits of a full one.
+query of its query block sees, so a block-causal call computes the logits of the key blocks its
+queries can see, not all of them.
 
 Everything works heads-first ([B, N, L, H]), the layout of the batched matmuls; the public
 entry points say which layout they take.

@@ -16,7 +16,6 @@ branch's own so that all VACE blocks are alike.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from typing import NamedTuple
@@ -116,9 +115,8 @@ class VaceBranch(nnx.Module):
         attention: AttentionCall,
     ) -> jax.Array:
         """x [B, S, D], the tokens the base blocks start from; kv the VACE blocks' stacked K/V
-        -> the hints times their scales [V, B, S, D] (activation dtype). `attention`: the base
-        blocks' self-attention call (its layer is theirs, so the VACE blocks drop it)."""
-        attention = dataclasses.replace(attention, layer=None)
+        -> the hints times their scales [V, B, S, D] (activation dtype). `attention`: the blocks'
+        self-attention call, as `run_blocks` gets it (without a layer)."""
         c = self._pin(self.proj_in(control.tokens) + x)
         if isinstance(self.blocks, nnx.List):
             hints = []
