@@ -12,14 +12,14 @@ before anything compiles. What it holds:
   differ between the layers of a scan, so a kernel that needed the layer would refuse None;
 - `structure`: which keys each query sees (None: all of them): `FrameBlockCausal` today.
 
-A kernel states the features it honours (`FEATURES`) and calls `refuse_unless_honoured`, which
-names the kernel, the feature and the fix.
+A kernel states which of the `FEATURES` (the kinds, the structures' names) it honours and, in
+its `check(call)`, calls `refuse_unless_honoured`, which names the kernel, the feature and the fix.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 
@@ -73,7 +73,7 @@ class FrameBlockCausal:
 class AttentionCall:
     """The static description of one attention call (see the module docstring)."""
 
-    kind: str
+    kind: Literal["self", "cross"]
     grid: tuple[int, int, int] | None = None
     layer: int | None = None
     structure: FrameBlockCausal | None = None
