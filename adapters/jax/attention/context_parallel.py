@@ -45,6 +45,10 @@ from wanjax.domain.sharding import MESH_AXES
 # q/k/v/out [B, S, N, H]: batch over data x fsdp, tokens over context, heads over tensor.
 QKV_SPEC = PartitionSpec(BATCH_AXES, CONTEXT, TENSOR, None)
 WHOLE_BATCH_SPEC = PartitionSpec(None, CONTEXT, TENSOR, None)
+SELF_ONLY = (
+    "context parallelism runs the blocks' self-attention only; the other calls take the "
+    "single-device kernel (the transformer runtime's `attention`)"
+)
 
 
 def qkv_spec(mesh: Mesh, batch: int) -> PartitionSpec:
@@ -180,12 +184,6 @@ class RingAttention:
             return normalised(on_device(context - 1, k, v, state), q.dtype)  # [b, t, n, H]
 
         return _over_mesh(per_device, self.mesh, spec)(q, k, v)  # [B, T, N, H]
-
-
-SELF_ONLY = (
-    "context parallelism runs the blocks' self-attention only; the other calls take the "
-    "single-device kernel (the transformer runtime's `attention`)"
-)
 
 
 def _over_mesh(per_device: Callable[..., jax.Array], mesh: Mesh, spec: PartitionSpec) -> Callable[..., jax.Array]:
