@@ -8,6 +8,7 @@ same, the demo with one timed step, run it once and share its record).
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import os
@@ -118,6 +119,7 @@ def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -
 
     from wanjax.adapters.jax.attention.xla import XlaAttention
     from wanjax.application import builders
+    from wanjax.domain.attention_call import SELF, AttentionCall
     from wanjax.domain.errors import WanjaxError
     from wanjax.domain.flops import attention_flops
 
@@ -127,7 +129,9 @@ def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -
     rows = min(tokens, REFERENCE_ROWS)
     with jax.default_matmul_precision("highest"):
         part = (q[:, :rows, :1], k[:, :, :1], v[:, :, :1])
-        reference = np.asarray(jax.jit(XlaAttention())(*(x.astype(jnp.float32) for x in part)))[:, :, 0]
+        call = AttentionCall(kind=SELF)
+        reference = np.asarray(jax.jit(XlaAttention(), static_argnums=3)(*(x.astype(jnp.float32) for x in part), call))
+        reference = reference[:, :, 0]
     flops = attention_flops(1, tokens, tokens, heads * head_dim)
     makers = {
         "cudnn": builders.cudnn_attention,
@@ -138,7 +142,7 @@ def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -
     results: dict[str, dict] = {}
     for name, make in makers.items():
         try:
-            attend = jax.jit(make())
+            attend = jax.jit(functools.partial(make(), call=call))
             start = time.perf_counter()
             output = attend(q, k, v).block_until_ready()
             compile_seconds = time.perf_counter() - start

@@ -7,6 +7,8 @@ whose speed means nothing. The matmul ceiling (one large fp32 matmul) is what an
 attention or transformer number on the same machine should be read against.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import pytest
@@ -14,6 +16,7 @@ import pytest
 from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
 from wanjax.adapters.jax.attention.pallas import PallasAttention
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.flops import attention_flops, matmul_flops
 
 ON_CPU = jax.default_backend() == "cpu"
@@ -52,7 +55,7 @@ def test_attention(benchmark, backend):
         pytest.skip("Pallas interprets on CPU: its speed is meaningless")
     if backend == "xla" and not ON_CPU:
         pytest.skip("xla holds the whole logit matrix: 51 GiB at this length")
-    attention = BACKENDS[backend]()
+    attention = functools.partial(BACKENDS[backend](), call=AttentionCall(kind=SELF))
     b, t, n, h = ATTENTION
     q, k, v = (jax.random.normal(jax.random.key(i), (b, t, n, h), DTYPE) for i in range(3))
     run_timed(benchmark, attention, q, k, v)

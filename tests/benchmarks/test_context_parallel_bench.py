@@ -11,6 +11,7 @@ the numbers to read are the printed table (also in the benchmark's extra_info).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -41,6 +42,7 @@ def _measure() -> dict[str, float]:
 
     from wanjax.adapters.jax.attention.xla import XlaAttention
     from wanjax.adapters.jax.attention.context_parallel import QKV_SPEC, RingAttention, UlyssesAttention
+    from wanjax.domain.attention_call import SELF, AttentionCall
 
     assert len(jax.devices()) == 8, jax.devices()
     mesh = Mesh(np.array(jax.devices()).reshape(MESH), ("data", "fsdp", "tensor", "context"))
@@ -54,7 +56,10 @@ def _measure() -> dict[str, float]:
         "ring, 8 context": (RingAttention(mesh, key_chunk=None), sharded),
         "ring, 8 context, 64-key chunks": (RingAttention(mesh, key_chunk=64), sharded),
     }
-    return {name: _best_seconds(jax.jit(attend), *args) for name, (attend, args) in cases.items()}
+    call = AttentionCall(kind=SELF)
+    return {
+        name: _best_seconds(jax.jit(functools.partial(attend, call=call)), *args) for name, (attend, args) in cases.items()
+    }
 
 
 def test_context_parallel_attention_against_unsharded(benchmark):

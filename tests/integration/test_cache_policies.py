@@ -22,6 +22,7 @@ from denoiser_cases import CASES, LATENTS, Case, assert_close, case_experts, cas
 
 from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.caching import CachePlan
 from wanjax.domain.caching.calibration import CalibrationPlan
 from wanjax.domain.caching.cfg_cache import CfgCachePlan
@@ -190,7 +191,9 @@ def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
         x = jnp.concatenate([state.sample] * 2)
         tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[i], jnp.float32))
         if residual is None:
-            residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape)) - tokens
+            attention = AttentionCall(kind=SELF, grid=grid)
+            residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape), attention=attention)
+            residual = residual - tokens
         conditional, unconditional = jnp.split(model.head(tokens + residual, time, grid), 2)
         velocity = unconditional + plan.guidance_scales[i] * (conditional - unconditional)
         state = solver_step(state, velocity, plan.solver.row(i))
@@ -209,7 +212,9 @@ def test_calibration_records_the_norms_of_the_block_residual():
     x = jnp.concatenate([jnp.asarray(latents)] * 2)  # step 0 sees the initial latents
     tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[0], jnp.float32))
     kv = model.cross_attention_kv(jnp.concatenate([context, negative]))
-    residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape)) - tokens  # [2, T, D]
+    attention = AttentionCall(kind=SELF, grid=model.token_grid(latents.shape))
+    residual = model.run_blocks(tokens, kv, time.temb6, model.rope_tables(latents.shape), attention=attention)
+    residual = residual - tokens  # [2, T, D]
     # Tolerance 1e-5 relative: the same fp32 blocks, compiled apart from the loop's.
     np.testing.assert_allclose(norms[0], np.linalg.norm(np.asarray(residual), axis=-1), rtol=1e-5)
     assert norms.shape == (STEPS, 2, math.prod(grid for grid in model.token_grid(LATENTS)))

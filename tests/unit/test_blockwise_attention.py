@@ -5,6 +5,8 @@ Context parallelism over it (Ulysses with the blockwise kernel, ring folding wit
 checked on 8 virtual devices in tests/unit/test_context_parallel.py.
 """
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,6 +20,7 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.application.container import build_container
 from wanjax.domain.attention import resolve_attention
+from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.specs import TransformerSpec
@@ -38,6 +41,7 @@ CASES = {  # name: (T, S, N, H, key lengths or None)
     "key padding inside a block": (33, 45, 2, 16, (45, 7)),
     "key padding across blocks": (33, 100, 2, 8, (70, 33)),
 }
+CALL = AttentionCall(kind=CROSS)  # T != S in most cases
 BF16_CASES = ("self, odd lengths over several blocks", "key padding across blocks")  # the dtype path is shared
 
 
@@ -64,7 +68,7 @@ def _check_equals_xla(case: str, dtype, atol: float) -> None:
     t, s, n, h, lengths = CASES[case]
     q, k, v = qkv(t, s, n, h, dtype)
     lengths = None if lengths is None else jnp.asarray(lengths, jnp.int32)
-    out = jax.jit(BlockwiseAttention(**BLOCKS))(q, k, v, lengths)
+    out = jax.jit(functools.partial(BlockwiseAttention(**BLOCKS), call=CALL))(q, k, v, key_value_seq_lengths=lengths)
     reference = jax.nn.dot_product_attention(q, k, v, key_value_seq_lengths=lengths, implementation="xla")
     assert out.shape == q.shape and out.dtype == q.dtype
     assert max_error(out, reference) <= atol
@@ -74,15 +78,21 @@ def test_key_padding_ignores_what_lies_past_the_length():
     q, k, v = qkv(9, 40, 2, 8)
     lengths = jnp.asarray([40, 11], jnp.int32)
     garbage = v.at[1, 11:].set(1e4)  # row 1 sees only its first 11 keys
-    attend = jax.jit(BlockwiseAttention(**BLOCKS))
-    np.testing.assert_array_equal(attend(q, k, garbage, lengths), attend(q, k, v, lengths))
+    attend = jax.jit(functools.partial(BlockwiseAttention(**BLOCKS), call=CALL))
+    np.testing.assert_array_equal(
+        attend(q, k, garbage, key_value_seq_lengths=lengths), attend(q, k, v, key_value_seq_lengths=lengths)
+    )
 
 
 def test_never_allocates_the_logit_matrix():
     """At T = S = 4096 the logits of one row and head are 64 MiB; XLA's reference holds them,
     the blockwise kernel holds one block at a time (the bound is a few blocks' worth)."""
     x = jax.ShapeDtypeStruct((1, 4096, 2, 16), jnp.float32)
-    temp = lambda attend: jax.jit(attend).lower(x, x, x).compile().memory_analysis().temp_size_in_bytes
+
+    def temp(attend) -> int:
+        compiled = jax.jit(attend, static_argnums=3).lower(x, x, x, CALL).compile()
+        return compiled.memory_analysis().temp_size_in_bytes
+
     logits = 4096 * 4096 * 2 * 4  # [B, N, T, S] fp32
     assert temp(XlaAttention()) >= logits  # what the blockwise kernel exists to avoid
     assert temp(BlockwiseAttention(block_q=256, block_k=256)) < logits / 16

@@ -27,6 +27,7 @@ from wanjax.adapters.jax.denoising.denoiser import JaxDenoiser
 from wanjax.adapters.jax.denoising.program import DenoiserOptions
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.caching import CachePlan
 from wanjax.domain.caching.cfg_cache import CfgCachePlan
 from wanjax.domain.caching.magcache import MagCachePlan
@@ -145,10 +146,13 @@ class CountingAttention:
     rows: list[int] = dataclasses.field(default_factory=list)
     key_alignment: int = 1
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        XlaAttention().check(call)
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
         batch = q.shape[0]
         jax.debug.callback(lambda: self.rows.append(batch))
-        return XlaAttention()(q, k, v)
+        return XlaAttention()(q, k, v, call)
 
 
 def _counted_run(cache: CachePlan, *, scan: bool) -> tuple[Counter, CacheRunReport]:

@@ -1,6 +1,7 @@
 """Context-parallel self-attention (Ulysses, ring) on 8 virtual CPU devices equals unsharded
-attention, moves data with the collectives its design names and never all-gathers q/k/v;
-a tiny Wan transformer with it as its self-attention equals the plain one.
+attention, also frame-block-causal, moves data with the collectives its design names and never
+all-gathers q/k/v; a tiny Wan transformer with it as its self-attention equals the plain one;
+a call it cannot run (cross-attention; a structure Ulysses' local kernel lacks) is refused by name.
 
 JAX fixes its device count when it starts, so the multi-device work runs once, in the
 8-device process (tests/eight_devices.py), which imports this file and returns `_report()`
@@ -9,6 +10,7 @@ as JSON (errors, output differences, facts about the compiled HLO); the tests as
 
 from __future__ import annotations
 
+import functools
 import re
 import traceback
 from typing import Any
@@ -16,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from wanjax.domain.attention_call import CROSS, SELF, AttentionCall, FrameBlockCausal
 from wanjax.domain.sharding import MESH_AXES
 
 # fp32: Ulysses runs the same kernel on the same keys (measured max |diff| 0); ring sums the
@@ -46,6 +49,12 @@ QKV_SHAPE = (8, 72, 8, 12)
 BF16_MESHES = ("4 context x 2 tensor",)  # the dtype path does not depend on the mesh
 FORWARD_LATENTS = (2, 2, 8, 8, 16)  # [B, F, H, W, C]: 2 x 4 x 4 = 32 tokens with patch (1, 2, 2)
 FORWARD_MESHES = ("8 context", "2 data x 4 context", "4 context x 2 tensor")
+SELF_CALL = AttentionCall(kind=SELF)
+CROSS_CALL = AttentionCall(kind=CROSS)
+# QKV_SHAPE's 72 tokens as a (6, 3, 4) grid in blocks of 2 frames: 24 tokens a block, so block
+# edges fall inside the 9-token shards of 8 context devices.
+BLOCK_CAUSAL = AttentionCall(kind=SELF, grid=(6, 3, 4), structure=FrameBlockCausal(2))
+BLOCK_CAUSAL_MESHES = ("8 context", "2 data x 4 context", "4 context x 2 tensor")
 
 
 # ---- in the 8-device process ----------------------------------------------------------------
@@ -71,6 +80,13 @@ def _attention(variant: str, mesh):
     return RingAttention(mesh, key_chunk=None)
 
 
+def _jitted(kernel, call: AttentionCall = SELF_CALL):
+    """`kernel` with its static call bound, under jit."""
+    import jax
+
+    return jax.jit(functools.partial(kernel, call=call))
+
+
 def _collectives(hlo: str) -> dict[str, Any]:
     """Which collectives the compiled HLO runs, and the result shapes of its all-gathers."""
     gathered = re.findall(r"= \w+\[([\d,]*)\]\S* all-gather(?:-start)?\(", hlo)
@@ -78,9 +94,11 @@ def _collectives(hlo: str) -> dict[str, Any]:
     return {**ops, "gathered": [[int(n) for n in dims.split(",")] for dims in gathered]}
 
 
-def _measure_attention(dtype_name: str, mesh_names: tuple[str, ...]) -> dict[str, Any]:
-    """Per mesh and variant: max |sharded - XlaAttention| and the collectives in the compiled HLO,
-    q/k/v placed in the layout the transformer's activations have."""
+def _measure_attention(
+    dtype_name: str, mesh_names: tuple[str, ...], call: AttentionCall = SELF_CALL
+) -> dict[str, Any]:
+    """Per mesh and variant: max |sharded - XlaAttention| of `call` and the collectives in the
+    compiled HLO, q/k/v placed in the layout the transformer's activations have."""
     import jax
     import jax.numpy as jnp
     from jax.sharding import NamedSharding
@@ -90,13 +108,13 @@ def _measure_attention(dtype_name: str, mesh_names: tuple[str, ...]) -> dict[str
 
     rng = np.random.default_rng(0)
     q, k, v = (jnp.asarray(rng.standard_normal(QKV_SHAPE, np.float32), dtype_name) for _ in range(3))
-    reference = np.asarray(jax.jit(XlaAttention())(q, k, v), np.float32)
+    reference = np.asarray(_jitted(XlaAttention(), call)(q, k, v), np.float32)
     report = {}
     for mesh_name in mesh_names:
         mesh = _mesh(mesh_name)
         placed = [jax.device_put(x, NamedSharding(mesh, QKV_SPEC)) for x in (q, k, v)]
         for variant in ATTENTION_VARIANTS:
-            attend = jax.jit(_attention(variant, mesh))
+            attend = _jitted(_attention(variant, mesh), call)
             out = attend(*placed)
             report[f"{mesh_name} / {variant}"] = {
                 "max_diff": float(np.abs(np.asarray(out, np.float32) - reference).max()),
@@ -121,9 +139,15 @@ def _measure_errors() -> dict[str, Any]:
     import jax.numpy as jnp
     from jax.sharding import Mesh
 
-    def attend(variant: str, mesh_name: str, shape: tuple[int, int, int, int]):
+    from wanjax.adapters.jax.attention.context_parallel import UlyssesAttention
+    from wanjax.adapters.jax.attention.pallas import PallasAttention
+
+    def attend(variant: str, mesh_name: str, shape: tuple[int, int, int, int], call: AttentionCall = SELF_CALL):
         x = jnp.zeros(shape, jnp.float32)
-        return lambda: jax.jit(_attention(variant, _mesh(mesh_name)))(x, x, x)
+        return lambda: _jitted(_attention(variant, _mesh(mesh_name)), call)(x, x, x)
+
+    over_pallas = UlyssesAttention(_mesh("8 context"), PallasAttention())
+    x = jnp.zeros(QKV_SHAPE, jnp.float32)
 
     two_axes = Mesh(np.array(jax.devices()).reshape(2, 4), ("data", "context"))
     return {
@@ -134,6 +158,8 @@ def _measure_errors() -> dict[str, Any]:
         "ulysses sequence": _error(attend("ulysses", "8 context", (1, 12, 8, 4))),
         "ring sequence": _error(attend("ring", "8 context", (1, 12, 8, 4))),
         "mesh axes": _error(lambda: _attention("ring", two_axes)),
+        **{f"{variant} cross": _error(attend(variant, "8 context", QKV_SHAPE, CROSS_CALL)) for variant in VARIANTS},
+        "ulysses over pallas, block-causal": _error(lambda: _jitted(over_pallas, BLOCK_CAUSAL)(x, x, x)),
         **{f"{variant} whole batch": _whole_batch_difference(variant) for variant in VARIANTS},
     }
 
@@ -148,8 +174,8 @@ def _whole_batch_difference(variant: str) -> float:
 
     rng = np.random.default_rng(1)
     q, k, v = (jnp.asarray(rng.standard_normal((1, 8, 8, 4), dtype=np.float32)) for _ in range(3))
-    out = jax.jit(_attention(variant, _mesh("2 data x 4 context")))(q, k, v)
-    return float(np.abs(np.asarray(out) - np.asarray(XlaAttention()(q, k, v))).max())
+    out = _jitted(_attention(variant, _mesh("2 data x 4 context")))(q, k, v)
+    return float(np.abs(np.asarray(out) - np.asarray(XlaAttention()(q, k, v, SELF_CALL))).max())
 
 
 def _tiny_spec():
@@ -216,6 +242,7 @@ def _report() -> dict[str, Any]:
     parts = {
         "fp32": lambda: _measure_attention("float32", tuple(MESHES)),
         "bf16": lambda: _measure_attention("bfloat16", BF16_MESHES),
+        "block-causal": lambda: _measure_attention("float32", BLOCK_CAUSAL_MESHES, BLOCK_CAUSAL),
     }
     parts |= {"errors": _measure_errors, "forward": _measure_forward}
     report = {}
@@ -256,6 +283,24 @@ def test_equals_unsharded_attention_bf16(report, mesh, variant):
     case = _part(report, "bf16")[f"{mesh} / {variant}"]
     assert case["dtype"] == "bfloat16"
     assert case["max_diff"] <= BF16_ATOL, case
+
+
+@pytest.mark.parametrize("mesh, variant", [(m, v) for m in BLOCK_CAUSAL_MESHES for v in ATTENTION_VARIANTS])
+def test_frame_block_causal_equals_unsharded_masked_attention(report, mesh, variant):
+    case = _part(report, "block-causal")[f"{mesh} / {variant}"]
+    assert case["out_spec_is_input_spec"] and case["max_diff"] <= FP32_ATOL, case
+
+
+def test_cross_attention_and_unsupported_local_structures_are_refused_by_name(report):
+    errors = _part(report, "errors")
+    for variant in VARIANTS:
+        error = errors[f"{variant} cross"]
+        assert error["type"] == "ConfigError", error
+        assert f"context_parallel={variant} does not support cross attention" in error["message"]
+    error = errors["ulysses over pallas, block-causal"]
+    assert error["type"] == "ConfigError", error
+    assert "attention=pallas does not support frame-block-causal attention" in error["message"]
+    assert "attention=xla or attention=blockwise" in error["message"]
 
 
 @pytest.mark.parametrize("mesh, variant", CASES)

@@ -15,7 +15,10 @@ from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.specs import TransformerSpec
+
+CALL = AttentionCall(kind=CROSS)  # T != S in most cases
 
 # fp32: both sides accumulate in fp32 but in a different order (blockwise online softmax
 # vs one softmax); measured max |diff| 7e-7 over CASES, outputs of magnitude ~1.
@@ -53,25 +56,25 @@ def max_error(a: jax.Array, b: jax.Array) -> float:
 @pytest.mark.parametrize("shape", CASES)
 def test_loop_sweep_fp32_equals_xla(shape):
     q, k, v = qkv(shape, jnp.float32)
-    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=False)(q, k, v)
+    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=False)(q, k, v, CALL)
     assert out.shape == q.shape and out.dtype == q.dtype
-    assert max_error(out, XlaAttention()(q, k, v)) < FP32_ATOL
+    assert max_error(out, XlaAttention()(q, k, v, CALL)) < FP32_ATOL
 
 
 @pytest.mark.parametrize("shape", [CASES[1], CASES[6], CASES[7]])
 def test_grid_sweep_fp32_equals_xla(shape):
     q, k, v = qkv(shape, jnp.float32)
-    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=True)(q, k, v)
-    assert max_error(out, XlaAttention()(q, k, v)) < FP32_ATOL
+    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=True)(q, k, v, CALL)
+    assert max_error(out, XlaAttention()(q, k, v, CALL)) < FP32_ATOL
 
 
 @pytest.mark.parametrize("keys_on_grid", [False, True])
 @pytest.mark.parametrize("shape", [CASES[2], CASES[6]])
 def test_bf16_equals_xla(shape, keys_on_grid):
     q, k, v = qkv(shape, jnp.bfloat16)
-    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=keys_on_grid)(q, k, v)
+    out = PallasAttention(**SMALL_BLOCKS, keys_on_grid=keys_on_grid)(q, k, v, CALL)
     assert out.dtype == jnp.bfloat16
-    assert max_error(out, XlaAttention()(q, k, v)) < BF16_ATOL
+    assert max_error(out, XlaAttention()(q, k, v, CALL)) < BF16_ATOL
 
 
 def test_defaults_interpret_on_cpu_under_jit():
@@ -80,8 +83,8 @@ def test_defaults_interpret_on_cpu_under_jit():
     q, k, v = qkv((20, 257, 2, 16), jnp.float32, batch=1)
     attention = PallasAttention()
     assert attention.key_alignment == 128
-    out = jax.jit(attention)(q, k, v)
-    assert max_error(out, XlaAttention()(q, k, v)) < FP32_ATOL
+    out = jax.jit(attention, static_argnums=3)(q, k, v, CALL)
+    assert max_error(out, XlaAttention()(q, k, v, CALL)) < FP32_ATOL
 
 
 def test_transformer_with_pallas_equals_xla():
@@ -107,5 +110,5 @@ def test_lowers_for_accelerators_from_any_host(platform):
     attention = PallasAttention(interpret=False, keys_on_grid=platform == "tpu")
     q = jax.ShapeDtypeStruct((1, 300, 12, 128), jnp.bfloat16)
     kv = jax.ShapeDtypeStruct((1, 257, 12, 128), jnp.bfloat16)
-    lowered = jax.jit(attention).trace(q, kv, kv).lower(lowering_platforms=(platform,))
+    lowered = jax.jit(attention, static_argnums=3).trace(q, kv, kv, CALL).lower(lowering_platforms=(platform,))
     assert "wanjax_flash_attention" in lowered.as_text()

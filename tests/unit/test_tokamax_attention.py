@@ -15,7 +15,10 @@ import pytest
 
 from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.attention.tokamax import TokamaxAttention
+from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.errors import ConfigError
+
+CALL = AttentionCall(kind=CROSS)
 
 
 def qkv(t: int, s: int, seed: int = 0) -> tuple[jax.Array, ...]:
@@ -53,8 +56,8 @@ def test_platform_without_kernels_is_refused(fake_tokamax):
 def test_pads_keys_to_the_alignment_and_masks_them_by_length(fake_tokamax, monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     q, k, v = qkv(5, 257)
-    out = TokamaxAttention(key_alignment=128)(q, k, v)
+    out = TokamaxAttention(key_alignment=128)(q, k, v, CALL)
     (k_shape, kwargs), = fake_tokamax
     assert k_shape[1] == 384 and kwargs["key_value_seq_lengths"].tolist() == [257, 257]
-    np.testing.assert_allclose(out, XlaAttention()(q, k, v), atol=1e-6)
+    np.testing.assert_allclose(out, XlaAttention()(q, k, v, CALL), atol=1e-6)
 

@@ -31,6 +31,7 @@ from wanjax.adapters.jax.transformer.weights import (
     parameter_slots,
     storage_layout,
 )
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.extensions import registry as domain_registry
 from wanjax.domain.extensions.base import ExtensionCost, ModelExtension
@@ -75,7 +76,7 @@ class ToyBranch(NoExtensionHooks, nnx.Module):
             raise ValueError("the toy extension needs its bias")
         return jnp.asarray(inputs["bias"])
 
-    def before_blocks(self, x, prepared, kv, temb6, rope) -> jax.Array:
+    def before_blocks(self, x, prepared, kv, temb6, rope, attention) -> jax.Array:
         return prepared
 
     def layer_slots(self) -> np.ndarray:
@@ -126,8 +127,9 @@ def _by_hand(model: WanTransformer, latents, timestep, context, bias) -> np.ndar
     kernels = model.toy.toy_adapters.kernel[...]
     x, time = model.embed(latents, timestep, {"toy": bias})
     kv, rope = model.cross_attention_kv(context), model.rope_tables(latents.shape)
+    call = AttentionCall(kind=SELF, grid=model.token_grid(latents.shape))
     for i, block in enumerate(model.blocks):
-        x = block(x, layer(kv, i), time.temb6, rope)
+        x = block(x, layer(kv, i), time.temb6, rope, call.at_layer(i))
         if i % EVERY == 0:
             x = x + (bias @ kernels[i // EVERY])[:, None, :]
     return np.asarray(model.head(x, time, model.token_grid(latents.shape)))
@@ -147,8 +149,9 @@ def test_the_scanned_listed_and_streamed_loops_run_the_extension_after_its_block
 
     x, time = scanned.embed(latents, timestep, {"toy": bias})
     kv, rope = scanned.cross_attention_kv(context), scanned.rope_tables(latents.shape)
-    resident = scanned.run_blocks(x, kv, time.temb6, rope, {"toy": bias})
-    streamed = scanned.run_blocks(x, kv, time.temb6, rope, {"toy": bias}, stream=True)
+    call = AttentionCall(kind=SELF, grid=scanned.token_grid(latents.shape))
+    resident = scanned.run_blocks(x, kv, time.temb6, rope, {"toy": bias}, attention=call)
+    streamed = scanned.run_blocks(x, kv, time.temb6, rope, {"toy": bias}, attention=call, stream=True)
     np.testing.assert_array_equal(np.asarray(streamed), np.asarray(resident))
 
 

@@ -11,6 +11,11 @@ state (running max, running sum, unnormalised output) in fp32. At most one
 The same folding step serves ring attention (adapters/jax/attention/context_parallel.py): it keeps one
 `SoftmaxState` for its queries and folds every key block that travels the ring into it.
 
+A call's structure (`AttentionCall.structure`: frame-block-causal) lets each query see a prefix
+of the keys; the fold masks the keys past it and skips (`lax.cond`) every key block that no
+query of its query block sees, so a block-causal call computes the logits of the key blocks its
+queries can see, not all of them.
+
 Everything works heads-first ([B, N, L, H]), the layout of the batched matmuls; the public
 entry points say which layout they take.
 """
@@ -18,12 +23,16 @@ entry points say which layout they take.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
+
+from wanjax.domain.attention_call import FEATURES, AttentionCall, refuse_unless_honoured
 
 # A finite "minus infinity" for masked keys: a row whose keys of one block are all masked
 # then computes exp(MASK - MASK) = 1 instead of exp(-inf - -inf) = nan, and the first real
@@ -71,12 +80,18 @@ def fold_keys(
     block_q: int,
     block_k: int,
     kv_lengths: jax.Array | None = None,
+    visible: Callable[[jax.Array], jax.Array] | None = None,
+    query_offset: jax.Array | int = 0,
+    key_offset: jax.Array | int = 0,
 ) -> SoftmaxState:
     """`state` of queries q [B, N, T, H] updated with the keys/values k, v [B, N, S, H].
 
     Queries go `block_q` rows at a time, keys `block_k` at a time; a sequence no longer than
     its block is one block, unpadded. `kv_lengths` [B]: only the first kv_lengths[b] keys of
     row b count (key padding), as `jax.nn.dot_product_attention`'s `key_value_seq_lengths`.
+    `visible`: global query indices [bq] int32 -> how many keys, in global order, each sees (a
+    prefix that never shrinks as the index grows: a structure's `visible_keys`); None: all.
+    The queries here are global indices `query_offset`.., the keys `key_offset`.. (a ring's shards).
     """
     t, s = q.shape[2], k.shape[2]
     block_q, block_k = min(block_q, t), min(block_k, s)
@@ -87,17 +102,22 @@ def fold_keys(
         if kv_lengths is not None:
             limit = jnp.minimum(limit, kv_lengths.astype(jnp.int32))
 
-    def sweep(q_block: jax.Array, state_block: SoftmaxState) -> SoftmaxState:
-        return _sweep_keys(q_block, k, v, state_block, block_k, limit)
+    def sweep(q_block: jax.Array, state_block: SoftmaxState, q_start: jax.Array | int) -> SoftmaxState:
+        key_end = None
+        if visible is not None:
+            query_index = query_offset + q_start + jnp.arange(q_block.shape[2], dtype=jnp.int32)  # [bq]
+            key_end = visible(query_index) - key_offset  # [bq], in this k's indices
+        return _sweep_keys(q_block, k, v, state_block, block_k, limit, key_end)
 
     if t == block_q:
-        return sweep(q, state)
+        return sweep(q, state, 0)
     # Query blocks on a leading axis for lax.map: [B, N, T', ...] -> [T' / bq, B, N, bq, ...].
     q = _pad_axis(q, 2, block_q)
     state = SoftmaxState(*(_pad_axis(x, 2, block_q) for x in state))
     to_blocks = lambda x: jnp.moveaxis(x.reshape(*x.shape[:2], -1, block_q, *x.shape[3:]), 2, 0)
     from_blocks = lambda x: jnp.moveaxis(x, 0, 2).reshape(*x.shape[1:3], -1, *x.shape[4:])[:, :, :t]
-    blocks = lax.map(lambda args: sweep(*args), (to_blocks(q), SoftmaxState(*map(to_blocks, state))))
+    q_starts = jnp.arange(q.shape[2] // block_q, dtype=jnp.int32) * block_q
+    blocks = lax.map(lambda args: sweep(*args), (to_blocks(q), SoftmaxState(*map(to_blocks, state)), q_starts))
     return SoftmaxState(*map(from_blocks, blocks))
 
 
@@ -112,27 +132,55 @@ def _pad_axis(x: jax.Array, axis: int, multiple: int) -> jax.Array:
 
 
 def _sweep_keys(
-    q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState, block_k: int, limit: jax.Array | None
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    state: SoftmaxState,
+    block_k: int,
+    limit: jax.Array | None,
+    key_end: jax.Array | None,
 ) -> SoftmaxState:
     """One query block q [B, N, bq, H] over every key block of k/v [B, N, S', H] (S' a multiple of
-    `block_k`); keys at or past limit[b] are masked out (None: all count)."""
+    `block_k`); keys at or past limit[b] are masked out (None: all count), and for query i those
+    at or past key_end[i] (None: all count); a key block past every query's end is skipped."""
     num_blocks = k.shape[2] // block_k
+    fold = functools.partial(_fold_block, q, limit=limit, key_end=key_end)
+    if key_end is not None:
+        fold = _skipping_unseen(fold, key_end.max())
     if num_blocks == 1:
-        return _fold_block(q, k, v, state, 0, limit)
+        return fold(k, v, state, 0)
     to_blocks = lambda x: jnp.moveaxis(x.reshape(*x.shape[:2], num_blocks, block_k, x.shape[3]), 2, 0)
     starts = jnp.arange(num_blocks, dtype=jnp.int32) * block_k
 
     def step(state: SoftmaxState, block: tuple[jax.Array, jax.Array, jax.Array]) -> tuple[SoftmaxState, None]:
         k_block, v_block, start = block
-        return _fold_block(q, k_block, v_block, state, start, limit), None
+        return fold(k_block, v_block, state, start), None
 
     return lax.scan(step, state, (to_blocks(k), to_blocks(v), starts))[0]
 
 
+def _skipping_unseen(fold: Callable[..., SoftmaxState], seen_end: jax.Array) -> Callable[..., SoftmaxState]:
+    """`fold(k, v, state, start)` run only where the key block starting at `start` holds a key
+    before `seen_end` (some query sees it); the state as it was elsewhere."""
+
+    def folded_if_seen(k: jax.Array, v: jax.Array, state: SoftmaxState, start: jax.Array | int) -> SoftmaxState:
+        return lax.cond(start < seen_end, lambda state: fold(k, v, state, start), lambda state: state, state)
+
+    return folded_if_seen
+
+
 def _fold_block(
-    q: jax.Array, k: jax.Array, v: jax.Array, state: SoftmaxState, start: jax.Array | int, limit: jax.Array | None
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    state: SoftmaxState,
+    start: jax.Array | int,
+    *,
+    limit: jax.Array | None,
+    key_end: jax.Array | None,
 ) -> SoftmaxState:
-    """`state` updated with one key block k/v [B, N, bk, H] whose first key has index `start`.
+    """`state` updated with one key block k/v [B, N, bk, H] whose first key has index `start`;
+    keys at or past limit[b] (per row) or key_end[i] (per query) are masked out.
 
     Logits and probabilities are fp32; probabilities are cast to v's dtype for the PV matmul,
     as `jax.nn.dot_product_attention` does. The old sum and output are rescaled by
@@ -140,10 +188,13 @@ def _fold_block(
     """
     logits = jnp.einsum("bnth,bnsh->bnts", q, k, preferred_element_type=jnp.float32)
     logits = logits * q.shape[-1] ** -0.5  # [B, N, bq, bk]
+    key_index = start + jnp.arange(k.shape[2], dtype=jnp.int32)  # [bk]
     if limit is not None:
-        key_index = start + jnp.arange(k.shape[2], dtype=jnp.int32)  # [bk]
         valid = key_index[None, :] < limit[:, None]  # [B, bk]
         logits = jnp.where(valid[:, None, None, :], logits, MASK_VALUE)
+    if key_end is not None:
+        seen = key_index[None, :] < key_end[:, None]  # [bq, bk]
+        logits = jnp.where(seen, logits, MASK_VALUE)
     peak = jnp.maximum(state.peak, logits.max(axis=-1))  # [B, N, bq]
     p = jnp.exp(logits - peak[..., None])
     rescale = jnp.exp(state.peak - peak)  # [B, N, bq]
@@ -155,6 +206,7 @@ def _fold_block(
 class BlockwiseAttention:
     """Online-softmax attention in plain XLA (`AttentionFn`), on every platform; the `auto`
     backend on CPU. Equal to `XlaAttention` up to the order of the fp32 sums (~1e-6).
+    Honours every call (a structure as described in the module docstring).
 
     `block_q` x `block_k` fp32 logits per (row, head) are alive at once: 2 x 12 x 1024 x 512
     x 4 B = 50 MB for Wan 1.3B with guidance, whatever the video size. Never pads keys
@@ -169,13 +221,36 @@ class BlockwiseAttention:
         """Keys are never padded to a tile here."""
         return 1
 
+    def check(self, call: AttentionCall) -> None:
+        refuse_unless_honoured("attention=blockwise", frozenset(FEATURES), call, "")
+
     def __call__(
-        self, q: jax.Array, k: jax.Array, v: jax.Array, key_value_seq_lengths: jax.Array | None = None
+        self,
+        q: jax.Array,
+        k: jax.Array,
+        v: jax.Array,
+        call: AttentionCall,
+        key_value_seq_lengths: jax.Array | None = None,
     ) -> jax.Array:
         """q [B, T, N, H], k/v [B, S, N, H] -> [B, T, N, H]; `key_value_seq_lengths` [B] masks
         each row's keys past its length."""
+        self.check(call)
         q, k, v = map(heads_first, (q, k, v))
         state = fold_keys(
-            q, k, v, empty_state(q), block_q=self.block_q, block_k=self.block_k, kv_lengths=key_value_seq_lengths
+            q,
+            k,
+            v,
+            empty_state(q),
+            block_q=self.block_q,
+            block_k=self.block_k,
+            kv_lengths=key_value_seq_lengths,
+            visible=visible_keys(call),
         )
         return normalised(state, q.dtype)
+
+
+def visible_keys(call: AttentionCall) -> Callable[[jax.Array], jax.Array] | None:
+    """`fold_keys`' `visible` for `call`: its structure's prefix rule on its grid (None: no structure)."""
+    if call.structure is None:
+        return None
+    return functools.partial(call.structure.visible_keys, grid=call.grid)

@@ -16,7 +16,12 @@ that same layout. Each equals unsharded attention (scaled softmax, fp32 logits).
   split over tensor; context - 1 transfers per call, overlapped with the block compute.
   The folding is the blockwise kernel's, so memory stays bounded by its blocks.
 
-Mesh axes of size 1 are legal and make the matching collective a no-op.
+Mesh axes of size 1 are legal and make the matching collective a no-op. Both run the blocks'
+self-attention only (a cross call's keys are not the video tokens) and refuse a cross call by
+name. A structure (frame-block-causal) is honoured: Ulysses hands the call to its single-device
+kernel, which sees the whole sequence and refuses what it does not support; ring attention folds
+each key block with the query and key shards' global token indices, skipping the blocks no query
+of the device sees.
 """
 
 from __future__ import annotations
@@ -31,14 +36,19 @@ from jax import lax
 from jax.sharding import Mesh, PartitionSpec
 
 from wanjax.adapters.jax.attention.xla import AttentionFn, XlaAttention
-from wanjax.adapters.jax.attention.blockwise import empty_state, fold_keys, heads_first, normalised
+from wanjax.adapters.jax.attention.blockwise import empty_state, fold_keys, heads_first, normalised, visible_keys
 from wanjax.adapters.jax.sharding.mesh import BATCH_AXES, CONTEXT, TENSOR
+from wanjax.domain.attention_call import FRAME_BLOCK_CAUSAL, SELF, AttentionCall, refuse_unless_honoured
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.sharding import MESH_AXES
 
 # q/k/v/out [B, S, N, H]: batch over data x fsdp, tokens over context, heads over tensor.
 QKV_SPEC = PartitionSpec(BATCH_AXES, CONTEXT, TENSOR, None)
 WHOLE_BATCH_SPEC = PartitionSpec(None, CONTEXT, TENSOR, None)
+SELF_ONLY = (
+    "context parallelism runs the blocks' self-attention only; the other calls take the "
+    "single-device kernel (the transformer runtime's `attention`)"
+)
 
 
 def qkv_spec(mesh: Mesh, batch: int) -> PartitionSpec:
@@ -97,13 +107,19 @@ class UlyssesAttention:
     def key_alignment(self) -> int:
         return self.local.key_alignment
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        """Self-attention only; the rest is the local kernel's to honour or refuse."""
+        refuse_unless_honoured("context_parallel=ulysses", frozenset((SELF, FRAME_BLOCK_CAUSAL)), call, SELF_ONLY)
+        self.local.check(call)
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
+        self.check(call)
         _check_divides(self.mesh, q, k, (CONTEXT, TENSOR), "ulysses")
 
         def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
             # [b, s, n, H] (s = S / context, n = N / tensor) -> [b, S, n / context, H]
             to_heads = lambda x: lax.all_to_all(x, CONTEXT, split_axis=2, concat_axis=1, tiled=True)
-            out = self.local(to_heads(q), to_heads(k), to_heads(v))  # [b, T, n / context, H]
+            out = self.local(to_heads(q), to_heads(k), to_heads(v), call)  # [b, T, n / context, H]
             return lax.all_to_all(out, CONTEXT, split_axis=1, concat_axis=2, tiled=True)  # [b, t, n, H]
 
         return _over_mesh(per_device, self.mesh, qkv_spec(self.mesh, q.shape[0]))(q, k, v)  # [B, T, N, H]
@@ -135,25 +151,37 @@ class RingAttention:
     def key_alignment(self) -> int:
         return 1
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        refuse_unless_honoured("context_parallel=ring", frozenset((SELF, FRAME_BLOCK_CAUSAL)), call, SELF_ONLY)
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
+        self.check(call)
         _check_divides(self.mesh, q, k, (TENSOR,), "ring")
         context = self.mesh.shape[CONTEXT]
         to_next = [(i, (i + 1) % context) for i in range(context)]
         block = k.shape[1] // context
-        fold = functools.partial(fold_keys, block_q=self.query_chunk, block_k=self.key_chunk or block)
+        fold = functools.partial(
+            fold_keys, block_q=self.query_chunk, block_k=self.key_chunk or block, visible=visible_keys(call)
+        )
         spec = qkv_spec(self.mesh, q.shape[0])
 
         def per_device(q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
             # q [b, t, n, H], k/v [b, s, n, H]: this device's tokens and heads, made heads-first.
             q, k, v = map(heads_first, (q, k, v))
+            here = lax.axis_index(CONTEXT)
+            # Global token indices: this device's queries, and the keys that reach it on visit i
+            # (they started on device here - i).
+            on_device = lambda i, k, v, state: fold(  # noqa: E731
+                q, k, v, state, query_offset=here * q.shape[2], key_offset=(here - i) % context * k.shape[2]
+            )
 
-            def visit(_: int, carry: tuple) -> tuple:
+            def visit(i: jax.Array, carry: tuple) -> tuple:
                 k, v, state = carry
                 k_next, v_next = lax.ppermute((k, v), CONTEXT, to_next)  # overlaps the block below
-                return k_next, v_next, fold(q, k, v, state)
+                return k_next, v_next, on_device(i, k, v, state)
 
             k, v, state = lax.fori_loop(0, context - 1, visit, (k, v, empty_state(q)))
-            return normalised(fold(q, k, v, state), q.dtype)  # [b, t, n, H]
+            return normalised(on_device(context - 1, k, v, state), q.dtype)  # [b, t, n, H]
 
         return _over_mesh(per_device, self.mesh, spec)(q, k, v)  # [B, T, N, H]
 

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from wanjax.adapters.jax.attention.xla import AttentionFn
 from wanjax.adapters.jax.attention.pallas import PallasAttention
+from wanjax.domain.attention_call import CROSS, HONOURS_BLOCK_CAUSAL, SELF, AttentionCall, refuse_unless_honoured
 from wanjax.domain.errors import ConfigError
 
 CUDNN_DTYPES = (jnp.bfloat16, jnp.float16)
@@ -35,7 +36,9 @@ def cudnn_takes(q: jax.Array, k: jax.Array, v: jax.Array) -> bool:
 class CudnnAttention:
     """cuDNN flash attention where it applies (`cudnn_takes`), else `fallback` (`AttentionFn`).
 
-    Raises ConfigError, naming the fix, where JAX does not run on a GPU.
+    Raises ConfigError, naming the fix, where JAX does not run on a GPU. Refuses a call with a
+    structure: cuDNN takes a mask only as a dense [T, S] bias (75k^2 entries at 720p), and our
+    Pallas fallback has no structures either.
     """
 
     fallback: AttentionFn = dataclasses.field(default_factory=PallasAttention)
@@ -53,8 +56,12 @@ class CudnnAttention:
                 "choose attention=auto (blockwise on CPU, Pallas on TPU) or blockwise"
             )
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        refuse_unless_honoured("attention=cudnn", frozenset((SELF, CROSS)), call, f"choose {HONOURS_BLOCK_CAUSAL}")
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
+        self.check(call)
         if not cudnn_takes(q, k, v):
-            return self.fallback(q, k, v)
+            return self.fallback(q, k, v, call)
         attend = functools.partial(jax.nn.dot_product_attention, implementation="cudnn")
         return attend(q, k, v)  # [B, T, N, H]

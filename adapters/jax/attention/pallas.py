@@ -30,6 +30,7 @@ from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
 from wanjax.adapters.jax.attention.xla import pad_keys
+from wanjax.domain.attention_call import CROSS, HONOURS_BLOCK_CAUSAL, SELF, AttentionCall, refuse_unless_honoured
 
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 
@@ -43,6 +44,7 @@ class PallasAttention:
     interpreter (None: only on CPU, where no compiled Pallas backend exists).
     `keys_on_grid`: sweep the key blocks as a grid axis (None: on TPU only). Each sweep
     compiles only on its own platform (grid: TPU, loop: GPU); both interpret anywhere.
+    Refuses a call with a structure (no masks but key padding in the kernel yet).
     """
 
     block_q: int = 128
@@ -55,7 +57,11 @@ class PallasAttention:
         """Keys are padded (and masked) to a multiple of this inside the kernel call."""
         return self.block_k
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        refuse_unless_honoured("attention=pallas", frozenset((SELF, CROSS)), call, f"choose {HONOURS_BLOCK_CAUSAL}")
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
+        self.check(call)
         platform = jax.default_backend()
         interpret = platform == "cpu" if self.interpret is None else self.interpret
         keys_on_grid = platform == "tpu" if self.keys_on_grid is None else self.keys_on_grid

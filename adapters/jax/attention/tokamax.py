@@ -12,6 +12,7 @@ import dataclasses
 import jax
 
 from wanjax.adapters.jax.attention.xla import attend_aligned
+from wanjax.domain.attention_call import CROSS, HONOURS_BLOCK_CAUSAL, SELF, AttentionCall, refuse_unless_honoured
 from wanjax.domain.errors import ConfigError
 
 PLATFORMS = ("gpu", "tpu")
@@ -24,7 +25,8 @@ class TokamaxAttention:
 
     Keys are padded to a multiple of `key_alignment` and the padding masked out by length.
     Raises ConfigError, naming the fix, where tokamax is not installed or the default
-    JAX platform has no tokamax kernels.
+    JAX platform has no tokamax kernels. Refuses a call with a structure: tokamax takes a mask
+    as a dense array, and its block-sparse masks are not wired here (untested on devices).
     """
 
     key_alignment: int = 1
@@ -44,7 +46,11 @@ class TokamaxAttention:
                 f"{platform!r}: choose attention=xla (or pallas)"
             )
 
-    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array) -> jax.Array:
+    def check(self, call: AttentionCall) -> None:
+        refuse_unless_honoured("attention=tokamax", frozenset((SELF, CROSS)), call, f"choose {HONOURS_BLOCK_CAUSAL}")
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
+        self.check(call)
         import tokamax
 
         return attend_aligned(tokamax.dot_product_attention, q, k, v, self.key_alignment)  # [B, T, N, H]

@@ -37,6 +37,7 @@ from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
 
@@ -150,7 +151,8 @@ def _transformer_pass(
     t = _timesteps(transformer, x_rows, step.values.timestep, rows.first_frame)  # [rows] or [rows, S]
     prepared = transformer.prepare_extensions(rows.extensions, x_rows.shape)  # each extension's inputs
     tokens, time = transformer.embed(x_rows, t, prepared)  # [rows, S, D]
-    blocks = functools.partial(_blocks, model, image=rows.image_context, prepared=prepared)
+    blocks = functools.partial(_blocks, model, image=rows.image_context, prepared=prepared,
+                               attention=AttentionCall(kind=SELF, grid=grid))
     out, cache, report = controls.device_feature.around_blocks(step, tokens, time, cache, blocks, guider.copies)
     return transformer.head(out, time, grid), cache, report
 
@@ -172,16 +174,20 @@ def _blocks(
     *,
     image: jax.Array | None,
     prepared: Mapping[str, Any],
+    attention: AttentionCall,
 ) -> jax.Array:
     """tokens [rows, S, D] through every block, with what each extension `prepared` of its rows of
-    the conditioning; the cross-attention K/V from the cache, or computed here from the text
-    embeddings (and the image tokens [rows, M, image_dim], when no K/V cache holds theirs)."""
+    the conditioning, their self-attention as `attention` describes it; the cross-attention K/V
+    from the cache, or computed here from the text embeddings (and the image tokens
+    [rows, M, image_dim], when no K/V cache holds theirs)."""
     transformer = model.merged(step.params)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
         image = None if image is None else image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, prepared, stream=model.stream_blocks)
+    return transformer.run_blocks(
+        tokens, kv, temb6, step.rope, prepared, attention=attention, stream=model.stream_blocks
+    )
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:

@@ -22,6 +22,7 @@ from jax import lax
 from wanjax.adapters.jax.attention.xla import AttentionFn
 from wanjax.adapters.jax.transformer.rope import RopeTables, apply_rope
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.specs import TransformerSpec
 
 
@@ -121,12 +122,12 @@ class Attention(nnx.Module):
         self.dtype = runtime.dtype
         self.attention = kernel
 
-    def __call__(self, x: jax.Array, rope: RopeTables) -> jax.Array:
-        """Self-attention with RoPE on q and k: x [B, S, D] -> [B, S, D]."""
+    def __call__(self, x: jax.Array, rope: RopeTables, call: AttentionCall) -> jax.Array:
+        """Self-attention with RoPE on q and k, as `call` describes it: x [B, S, D] -> [B, S, D]."""
         q = apply_rope(self._queries(x), rope)  # [B, S, N, H]
         k = apply_rope(self._heads(self.norm_k(self.to_k(x)).astype(self.dtype)), rope)  # [B, S, N, H]
         v = self._heads(self.to_v(x))  # [B, S, N, H]
-        out = self.attention(q, k, v)  # [B, S, N, H]
+        out = self.attention(q, k, v, call)  # [B, S, N, H]
         return self.to_out(out.reshape(*out.shape[:2], -1))
 
     def key_values(self, context: jax.Array, image_context: jax.Array | None) -> CrossAttentionKV:
@@ -141,12 +142,12 @@ class Attention(nnx.Module):
         v_img = self._heads(self.add_v_proj(image_context))  # [B, M, N, H]
         return CrossAttentionKV(k, v, k_img, v_img)
 
-    def cross(self, x: jax.Array, kv: CrossAttentionKV) -> jax.Array:
-        """Cross-attention of x [B, S, D] over `kv` (no RoPE) -> [B, S, D]."""
+    def cross(self, x: jax.Array, kv: CrossAttentionKV, call: AttentionCall) -> jax.Array:
+        """Cross-attention of x [B, S, D] over `kv` (no RoPE), as `call` describes it -> [B, S, D]."""
         q = self._queries(x)  # [B, S, N, H]
-        out = self.attention(q, kv.text_k, kv.text_v)  # [B, S, N, H]
+        out = self.attention(q, kv.text_k, kv.text_v, call)  # [B, S, N, H]
         if kv.image_k is not None:
-            out = out + self.attention(q, kv.image_k, kv.image_v)  # summed in the activation dtype, as diffusers
+            out = out + self.attention(q, kv.image_k, kv.image_v, call)  # summed in the activation dtype, as diffusers
         return self.to_out(out.reshape(*out.shape[:2], -1))
 
     def _queries(self, x: jax.Array) -> jax.Array:
@@ -217,17 +218,20 @@ class WanBlock(nnx.Module):
         """context [B, L, D] and image_context [B, M, D] (embedded) -> this block's cross-attention K/V."""
         return self.attn2.key_values(context, image_context)
 
-    def __call__(self, x: jax.Array, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables) -> jax.Array:
+    def __call__(
+        self, x: jax.Array, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables, attention: AttentionCall
+    ) -> jax.Array:
         """x: [B, S, D], kv: this block's cross-attention K/V ([B, L, N, H] ...),
-        temb6: [B, T, 6, D] with T = 1 or S -> [B, S, D] (activation dtype)."""
+        temb6: [B, T, 6, D] with T = 1 or S -> [B, S, D] (activation dtype). `attention`
+        describes its self-attention; its cross-attention's is `attention.as_cross()`."""
         modulation = self.scale_shift_table[...][None] + temb6.astype(jnp.float32)  # [B, T, 6, D] fp32
         shift, scale, gate, ff_shift, ff_scale, ff_gate = jnp.unstack(modulation, axis=2)  # [B, T, D] each
 
         h = (self.norm1(x) * (1 + scale) + shift).astype(self.dtype)
-        x = (x.astype(jnp.float32) + self.attn1(h, rope) * gate).astype(self.dtype)
+        x = (x.astype(jnp.float32) + self.attn1(h, rope, attention) * gate).astype(self.dtype)
 
         h = x if self.norm2 is None else self.norm2(x).astype(self.dtype)
-        x = x + self.attn2.cross(h, kv)
+        x = x + self.attn2.cross(h, kv, attention.as_cross())
 
         h = (self.norm3(x) * (1 + ff_scale) + ff_shift).astype(self.dtype)
         return (x.astype(jnp.float32) + self.ffn(h).astype(jnp.float32) * ff_gate).astype(self.dtype)

@@ -32,6 +32,7 @@ from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weight_names import Slot
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.extensions.base import ModelExtension
 from wanjax.domain.specs import TransformerSpec
 
@@ -55,9 +56,16 @@ class ExtensionModule(Protocol):
         ...
 
     def before_blocks(
-        self, x: jax.Array, prepared: Any, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
+        self,
+        x: jax.Array,
+        prepared: Any,
+        kv: CrossAttentionKV | None,
+        temb6: jax.Array,
+        rope: RopeTables,
+        attention: AttentionCall,
     ) -> Any:
-        """What the base blocks read of it (VACE: its hints, run on x [B, S, D] and `kv`, its K/V)."""
+        """What the base blocks read of it (VACE: its hints, run on x [B, S, D] and `kv`, its K/V,
+        its blocks' self-attention as `attention`, the base blocks' call, describes it)."""
         ...
 
     def layer_slots(self) -> np.ndarray:
@@ -82,7 +90,13 @@ class NoExtensionHooks:
         return x
 
     def before_blocks(
-        self, x: jax.Array, prepared: Any, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
+        self,
+        x: jax.Array,
+        prepared: Any,
+        kv: CrossAttentionKV | None,
+        temb6: jax.Array,
+        rope: RopeTables,
+        attention: AttentionCall,
     ) -> Any:
         return None
 

@@ -37,6 +37,7 @@ from wanjax.adapters.jax.transformer.offload import scan_streamed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.sharding import (
     ACTIVATION_BATCH,
     ACTIVATION_EMBED,
@@ -175,7 +176,8 @@ class WanTransformer(nnx.Module):
         if cache is None:
             cache = self.cross_attention_kv(context, image_context)  # [layers, B, L, N, H] ...
         x, time = self.embed(latents, timestep, prepared)
-        return self.head(self.run_blocks(x, cache, time.temb6, rope, prepared), time, grid)
+        x = self.run_blocks(x, cache, time.temb6, rope, prepared, attention=AttentionCall(kind=SELF, grid=grid))
+        return self.head(x, time, grid)
 
     def extension_modules(self) -> tuple[tuple[str, ExtensionModule], ...]:
         """(name, module) of each extension with a module of its own, in the registry's order."""
@@ -263,6 +265,7 @@ class WanTransformer(nnx.Module):
         rope: RopeTables,
         prepared: Mapping[str, Any] | None = None,
         *,
+        attention: AttentionCall,
         stream: bool = False,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
@@ -270,23 +273,24 @@ class WanTransformer(nnx.Module):
         first makes what the blocks read of it from x and its `prepared` inputs (a VACE model runs
         its VACE blocks into hints), then acts after the blocks its slots name (adds a hint, runs a
         face adapter). `stream`: the scanned blocks' weights are in host memory and reach the
-        device block by block (`offload.scan_streamed`)."""
+        device block by block (`offload.scan_streamed`). `attention` describes the blocks'
+        self-attention (its token grid and structure; the listed blocks add their index)."""
         prepared, modules = self._prepared(prepared), self.extension_modules()
         own = cache.extensions or {}
-        held = tuple(module.before_blocks(x, prepared[name], own.get(name), temb6, rope) for name, module in modules)
+        held = tuple(module.before_blocks(x, prepared[name], own.get(name), temb6, rope, attention) for name, module in modules)
         per_layer = (cache._replace(extensions=None), tuple(module.layer_slots() for _, module in modules))
         shared = (tuple(module for _, module in modules), held, temb6, rope)
         body = functools.partial(_layer, self.activation_sharding)
         if stream:
-            streamed = lambda block, x, layer_inputs: (body(block, x, layer_inputs, shared), None)  # noqa: E731
+            streamed = lambda block, x, inputs: (body(block, x, inputs, shared, attention), None)  # noqa: E731
             return scan_streamed(self.blocks, streamed, x, per_layer)[0]
         if self.scan_layers:
-            carry_first = lambda x, block, layer_inputs, shared: body(block, x, layer_inputs, shared)  # noqa: E731
+            carry_first = lambda x, block, inputs, shared: body(block, x, inputs, shared, attention)  # noqa: E731
             scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
             return scanned(x, self.blocks, per_layer, shared)
         kv, slots = per_layer
         for i, block in enumerate(self.blocks):
-            x = body(block, x, (layer(kv, i), tuple(int(at[i]) for at in slots)), shared)
+            x = body(block, x, (layer(kv, i), tuple(int(at[i]) for at in slots)), shared, attention.at_layer(i))
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
@@ -303,15 +307,21 @@ def _pinned_tokens(sharding: ActivationSharding, x: jax.Array) -> jax.Array:
 
 
 def _layer(
-    sharding: ActivationSharding, block: WanBlock, x: jax.Array, layer_inputs: tuple, shared: tuple
+    sharding: ActivationSharding,
+    block: WanBlock,
+    x: jax.Array,
+    layer_inputs: tuple,
+    shared: tuple,
+    attention: AttentionCall,
 ) -> jax.Array:
     """The block loop's one body, for its scanned, streamed and listed forms: base block i on x
     [B, S, D], then each extension's action after it. `layer_inputs`: block i's cross-attention
     K/V and each extension's slot (-1: none); `shared`: the extensions' modules, what each holds
-    for the blocks (`before_blocks`), temb6 and the RoPE tables."""
+    for the blocks (`before_blocks`), temb6 and the RoPE tables; `attention`: block i's
+    self-attention call."""
     kv, slots = layer_inputs
     modules, held, temb6, rope = shared
-    x = block(x, kv, temb6, rope)
+    x = block(x, kv, temb6, rope, attention)
     for module, state, slot in zip(modules, held, slots, strict=True):
         x = module.after_block(x, state, slot)
     return _pinned_tokens(sharding, x)

@@ -37,6 +37,7 @@ from wanjax.adapters.jax.transformer.extension import NoExtensionHooks
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.specs import TransformerSpec
 
 MOTION_BATCH = 8
@@ -81,7 +82,13 @@ class AnimateBranch(NoExtensionHooks, nnx.Module):
         return x + prepared.pose
 
     def before_blocks(
-        self, x: jax.Array, prepared: AnimateInputs, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
+        self,
+        x: jax.Array,
+        prepared: AnimateInputs,
+        kv: CrossAttentionKV | None,
+        temb6: jax.Array,
+        rope: RopeTables,
+        attention: AttentionCall,
     ) -> jax.Array:
         """The face tokens [B, F', N + 1, D] the face adapters read."""
         return prepared.face

@@ -23,7 +23,12 @@ from flax import nnx
 
 from wanjax.adapters.jax.transformer.blocks import fp32_layer_norm
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.specs import TransformerSpec
+
+FACE_CALL = AttentionCall(kind=CROSS)
+"""The face adapters' attention: one latent frame's tokens (frames joined to the batch, so no
+grid of the video) over that frame's face tokens."""
 
 
 class FaceAdapter(nnx.Module):
@@ -67,6 +72,7 @@ class FaceAdapter(nnx.Module):
             q.reshape(b * frames, s // frames, self.heads, -1),
             k.reshape(b * frames, streams, self.heads, -1),
             v.reshape(b * frames, streams, self.heads, -1),
+            FACE_CALL,
         )  # [B * F', S / F', H, Dh]
         return self.to_out(out.reshape(b, s, -1))
 

@@ -33,6 +33,7 @@ from wanjax.adapters.jax.transformer.extension import NoExtensionHooks
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.sharding import ACTIVATION_BATCH, ACTIVATION_EMBED, ACTIVATION_LENGTH
 from wanjax.domain.specs import TransformerSpec
 
@@ -54,10 +55,10 @@ class VaceBlock(WanBlock):
         self.proj_out = nnx.Linear(dim, dim, dtype=runtime.dtype, param_dtype=runtime.param_dtype, rngs=rngs)
 
     def with_hint(
-        self, c: jax.Array, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables
+        self, c: jax.Array, kv: CrossAttentionKV, temb6: jax.Array, rope: RopeTables, attention: AttentionCall
     ) -> tuple[jax.Array, jax.Array]:
         """c [B, S, D] -> (c after this block, its hint), both [B, S, D]."""
-        c = self(c, kv, temb6, rope)
+        c = self(c, kv, temb6, rope, attention)
         return c, self.proj_out(c)
 
 
@@ -102,10 +103,17 @@ class VaceBranch(NoExtensionHooks, nnx.Module):
         return stacked_key_values(self.blocks, text, image)
 
     def before_blocks(
-        self, x: jax.Array, control: VaceControl, kv: CrossAttentionKV | None, temb6: jax.Array, rope: RopeTables
+        self,
+        x: jax.Array,
+        control: VaceControl,
+        kv: CrossAttentionKV | None,
+        temb6: jax.Array,
+        rope: RopeTables,
+        attention: AttentionCall,
     ) -> jax.Array:
         """x [B, S, D], the tokens the base blocks start from; kv the VACE blocks' stacked K/V
-        -> the hints times their scales [V, B, S, D] (activation dtype)."""
+        -> the hints times their scales [V, B, S, D] (activation dtype). `attention`: the blocks'
+        self-attention call, as `run_blocks` gets it (without a layer)."""
         if kv is None:
             raise ValueError("a VACE transformer's blocks need the VACE blocks' K/V")
         tokens = self.patch_embedding(control.latents)  # [B, Fc', H', W', D]
@@ -115,14 +123,14 @@ class VaceBranch(NoExtensionHooks, nnx.Module):
         if isinstance(self.blocks, nnx.List):
             hints = []
             for k, block in enumerate(self.blocks):
-                c, hint = block.with_hint(c, layer(kv, k), temb6, rope)
+                c, hint = block.with_hint(c, layer(kv, k), temb6, rope, attention)
                 hints.append(hint)
             stacked = jnp.stack(hints)
         else:
 
             @nnx.scan(in_axes=(nnx.Carry, 0, 0, None, None), out_axes=(nnx.Carry, 0))
             def step(c: jax.Array, block: VaceBlock, kv: CrossAttentionKV, temb6, rope) -> tuple[jax.Array, jax.Array]:
-                c, hint = block.with_hint(c, kv, temb6, rope)
+                c, hint = block.with_hint(c, kv, temb6, rope, attention)
                 return self._pin(c), hint
 
             _, stacked = step(c, self.blocks, kv, temb6, rope)
