@@ -33,6 +33,7 @@ from wanjax.adapters.jax.transformer.s2v.positions import reference_positions, v
 from wanjax.adapters.jax.transformer.s2v.weight_names import s2v_slots
 from wanjax.adapters.jax.transformer.stacking import layer
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec, s2v_parameters
 from wanjax.domain.specs import TransformerSpec
 
@@ -254,7 +255,7 @@ def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, clip
     cache = model.cross_attention_kv(jnp.asarray(context), None)
     audio = ours.casual_audio_encoder.clip_tokens(features(clip["audio_input"]), MOTION_FRAMES, LATENT_MOTION_FRAMES)
     for i, (block, slot) in enumerate(zip(model.blocks, injector_slots(SPEC, s2v))):
-        x = block(x, layer(cache, i), time.temb6, rope)
+        x = block(x, layer(cache, i), time.temb6, rope, AttentionCall(kind=SELF))  # video, reference and motion tokens: no one grid
         x = x if slot < 0 else ours.audio_injector[int(slot)](x, audio, tokens)
     video_time = TimeEmbedding(time.temb[:, :tokens], time.temb6[:, :tokens])
     out = np.asarray(model.head(x[:, :tokens], video_time, grid))[0].transpose(3, 0, 1, 2)

@@ -25,6 +25,7 @@ from wanjax.adapters.jax.transformer.blocks import Attention, fp32_layer_norm
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.s2v.audio_encoder import AudioTokens
 from wanjax.adapters.jax.transformer.stacking import block_stack
+from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.s2v_spec import S2VSpec
 from wanjax.domain.specs import TransformerSpec
 
@@ -34,6 +35,9 @@ PRE_NORM_EPS = 1e-6
 ADAIN_NORM_EPS = 1e-5
 """diffusers' AdaLayerNorm builds its LayerNorm with its own default eps (1e-5)."""
 
+
+AUDIO_CALL = AttentionCall(kind=CROSS)
+"""The injectors' call: each latent frame's video tokens over its audio tokens (frames in the batch, no grid)."""
 
 class AudioInjector(nnx.Module):
     """One audio injector: video tokens and one clip's `AudioTokens` -> the video tokens plus its output."""
@@ -68,7 +72,7 @@ class AudioInjector(nnx.Module):
             shift, scale = jnp.split(self.adain(jax.nn.silu(glob)).astype(jnp.float32)[:, None], 2, axis=-1)
             h = h * (1 + scale) + shift
         kv = self.attention.key_values(audio.tokens.reshape(b * frames, streams, dim).astype(self.dtype), None)
-        out = self.attention.cross(h.astype(self.dtype), kv).reshape(b, video_tokens, dim)
+        out = self.attention.cross(h.astype(self.dtype), kv, AUDIO_CALL).reshape(b, video_tokens, dim)
         updated = (x[:, :video_tokens].astype(jnp.float32) + out.astype(jnp.float32)).astype(x.dtype)
         return jnp.concatenate([updated, x[:, video_tokens:]], axis=1)
 
