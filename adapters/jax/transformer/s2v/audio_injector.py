@@ -34,10 +34,9 @@ ATTENTION_EPS = 1e-6
 PRE_NORM_EPS = 1e-6
 ADAIN_NORM_EPS = 1e-5
 """diffusers' AdaLayerNorm builds its LayerNorm with its own default eps (1e-5)."""
-
-
 AUDIO_CALL = AttentionCall(kind=CROSS)
 """The injectors' call: each latent frame's video tokens over its audio tokens (frames in the batch, no grid)."""
+
 
 class AudioInjector(nnx.Module):
     """One audio injector: video tokens and one clip's `AudioTokens` -> the video tokens plus its output."""
