@@ -145,7 +145,7 @@ class GenerationConfig:
             raise ConfigError(f"unknown request field(s) {sorted(unknown)}; known: {known}")
         sampling = attrs.asdict(self.sampling, recurse=False)
         values = {name: value for name, value in sampling.items() if name in names}
-        values.update(cache=self.cache, **given)
+        values.update({"cache": self.cache, **given})
         try:
             request = GenerationRequest(
                 prompt=prompt, **values, inputs=inputs, options=mode_options(inputs, {**options, **chosen})

@@ -230,7 +230,7 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
     return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
-def _media(
+def flag_inputs(
     args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits], *, probed: bool = False
 ) -> dict[str, Any]:
     """The mode inputs (by input name) of the files the flags name: the mode that takes those flags
@@ -304,7 +304,7 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
         container.checkpoint.override(providers.Object(published_model))
     size = _planned_size(args, container) if plan_only else None
     model = lambda: ModelTraits.of(container.checkpoint())  # noqa: E731
-    requests = _requests(config, args.prompt, _media(args, config, model, probed=plan_only))
+    requests = _requests(config, args.prompt, flag_inputs(args, config, model, probed=plan_only))
     request = requests[0]
     output_type = "latent" if args.output_type == "latent" else "frames"
     check_output_path(args.out, output_type)

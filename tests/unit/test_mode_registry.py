@@ -232,17 +232,17 @@ class Speech(GenerationMode):
 def test_a_modes_audio_input_is_a_flag_read_through_the_audio_reader(monkeypatch, tmp_path):
     from test_audio_reader import _tone, _write
 
-    from wanjax.entrypoints.cli import _media
+    from wanjax.entrypoints.cli import flag_inputs
 
     monkeypatch.setattr(registry, "MODES", (Speech(), *registry.MODES))
     path = _write(tmp_path / "speech.wav", _tone(8_000, 0.5)[None], 8_000, "pcm_s16le")
     args = build_parser().parse_args(["generate", "--prompt", "a fox", "--audio", str(path)])
-    read = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))
+    read = flag_inputs(args, CONFIG, lambda: traits(WAN21_T2V_14B))
     assert read["audio"].shape == (8_000,) and read["audio"].dtype == np.float32  # 0.5 s at 16 kHz
     request = CONFIG.request("a fox", **read)
     assert registry.requested_mode(request).name == "speech"
-    planned = _media(args, CONFIG, lambda: traits(WAN21_T2V_14B), probed=True)
+    planned = flag_inputs(args, CONFIG, lambda: traits(WAN21_T2V_14B), probed=True)
     assert planned["audio"].shape == (8_000,) and planned["audio"].strides == (0,)  # `wanjax plan`: a stand-in
     (tmp_path / "speech.wav").write_bytes(b"RIFF" + bytes(4) + b"WAVE" + bytes(8))
     with pytest.raises(InvalidRequestError, match=r"^--audio .*speech.wav is not a readable wav, mp3 or flac file"):
-        _media(args, CONFIG, lambda: traits(WAN21_T2V_14B))
+        flag_inputs(args, CONFIG, lambda: traits(WAN21_T2V_14B))
