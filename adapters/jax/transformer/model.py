@@ -31,6 +31,7 @@ from wanjax.adapters.jax.transformer.animate.branch import AnimateBranch, Animat
 from wanjax.adapters.jax.transformer.animate.face_adapter import face_slots, with_face
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
+from wanjax.adapters.jax.transformer.layer_range import at_layer, layers_of, scan_layer_range
 from wanjax.adapters.jax.transformer.offload import scan_streamed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
@@ -44,6 +45,10 @@ from wanjax.domain.sharding import (
     ACTIVATION_LENGTH,
 )
 from wanjax.domain.specs import TransformerSpec
+
+
+ALL_LAYERS = slice(None)
+"""`run_blocks`' default range: every block."""
 
 
 class TimeEmbedding(NamedTuple):
@@ -259,15 +264,21 @@ class WanTransformer(nnx.Module):
         face: jax.Array | None = None,
         *,
         stream: bool = False,
+        layers: slice = ALL_LAYERS,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
         ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. A VACE
         model first runs its VACE blocks on `control` and x, then adds their hints. An Animate
         model runs its face adapters on `face` (`AnimateInputs.face`) after their blocks. `stream`:
         the scanned blocks' weights are in host memory and reach the device block by block
-        (`offload.scan_streamed`)."""
+        (`offload.scan_streamed`). `layers`: only the blocks of this contiguous range (a Python
+        slice of the blocks; x the tokens entering its first), run in place (`layer_range`)."""
+        start, stop = layers_of(layers, self.spec.num_layers)
+        whole = (start, stop) == (0, self.spec.num_layers)
         hints = None
         if self.vace is not None:
+            if not whole:
+                raise ValueError("a VACE transformer runs its blocks whole: its hints come from the tokens entering block 0")
             if control is None or cache.vace is None:
                 raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
             hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
@@ -277,6 +288,9 @@ class WanTransformer(nnx.Module):
         per_layer = (cache._replace(vace=None), hint_slots(self.spec), face_slots(self.spec))
         shared = (hints, adapters, face, temb6, rope)
         body = functools.partial(_layer, self.activation_sharding)
+        if self.scan_layers and not whole:
+            ranged = lambda block, x, i: body(block, x, at_layer(per_layer, i), shared)  # noqa: E731
+            return x if start == stop else scan_layer_range(self.blocks, ranged, x, start, stop, stream=stream)
         if stream:
             streamed = lambda block, x, layer_inputs: (body(block, x, layer_inputs, shared), None)  # noqa: E731
             return scan_streamed(self.blocks, streamed, x, per_layer)[0]
@@ -285,8 +299,8 @@ class WanTransformer(nnx.Module):
             scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
             return scanned(x, self.blocks, per_layer, shared)
         kv, hint_at, face_at = per_layer
-        for i, block in enumerate(self.blocks):
-            x = body(block, x, (layer(kv, i), hint_at[i], int(face_at[i])), shared)
+        for i in range(start, stop):
+            x = body(self.blocks[i], x, (layer(kv, i), hint_at[i], int(face_at[i])), shared)
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:
