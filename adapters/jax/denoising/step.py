@@ -34,7 +34,7 @@ from wanjax.adapters.jax.denoising.caching.feature import CacheShapes, CacheStat
 from wanjax.adapters.jax.denoising.caching.state import CacheControls, initial_cache_state
 from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
-from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.model import ALL_LAYERS, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
@@ -183,18 +183,26 @@ class _BlockInputs(NamedTuple):
 
 
 def _blocks(
-    model: StepModel, step: Step, tokens: jax.Array, temb6: jax.Array, *, inputs: _BlockInputs
+    model: StepModel,
+    step: Step,
+    tokens: jax.Array,
+    temb6: jax.Array,
+    layers: slice = ALL_LAYERS,
+    *,
+    inputs: _BlockInputs,
 ) -> jax.Array:
-    """tokens [rows, S, D] through every block (a VACE model's VACE blocks first, an Animate
-    model's face adapters after theirs); the cross-attention K/V from the cache, or computed
-    here from the text embeddings (and image tokens)."""
+    """tokens [rows, S, D] through every block, or the range `layers` (a VACE model's VACE blocks
+    first, an Animate model's face adapters after theirs); the cross-attention K/V from the
+    cache, or computed here from the text embeddings (and image tokens)."""
     transformer = model.merged(step.params)
     control = None if inputs.vace is None else transformer.vace_control(*inputs.vace)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
         image = None if inputs.image is None else inputs.image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
-    return transformer.run_blocks(tokens, kv, temb6, step.rope, control, inputs.face, stream=model.stream_blocks)
+    return transformer.run_blocks(
+        tokens, kv, temb6, step.rope, control, inputs.face, stream=model.stream_blocks, layers=layers
+    )
 
 
 def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.Array:
