@@ -18,7 +18,6 @@ import numpy as np
 from wanjax.domain.caching.checks import INF, at_least, fail, in_range
 from wanjax.domain.caching.plan import RulePlan
 from wanjax.domain.caching.policy import ChosenByName, RunSchedule
-from wanjax.domain.caching.published import PublishedCalibration
 from wanjax.domain.caching.schedule import expert_segments
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.specs import TransformerSpec
@@ -90,17 +89,10 @@ def warmup_steps(experts: np.ndarray, *, max_warmup_steps: int, warmup_interval:
 
 
 class DBCache(ChosenByName):
-    """The DBCache policy: its first and last blocks must exist; TaylorSeer only forecasts for it."""
+    """The DBCache policy: its first and last blocks must exist in the model."""
 
     name = "dbcache"
     settings = DBCacheSettings
-
-    def check(self, section: DBCacheSettings, published: PublishedCalibration | None, *, on: bool) -> None:
-        if section.enable_taylorseer and not on:
-            raise InvalidRequestError(
-                "enable_taylorseer=true forecasts the blocks DBCache skips (cache-dit's calibrator): "
-                "set cache_policy=dbcache, or leave enable_taylorseer false"
-            )
 
     def check_model(self, section: DBCacheSettings, transformer: TransformerSpec) -> None:
         layers = transformer.num_layers
