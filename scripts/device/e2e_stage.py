@@ -232,6 +232,9 @@ def _stages() -> tuple[EndToEnd | ExpertsEndToEnd, ...]:
                  ("cache_policy=magcache",), smoke_steps=4),
         EndToEnd("e2e_13b_480p_81_teacache", "wan2.1-t2v-1.3b", t2v_13b, (832, 480, 81), 50,
                  ("cache_policy=teacache",), smoke_steps=4),
+        # cache-dit's DBCache defaults (F8B0, threshold 0.08, 8 warm-up steps) with its TaylorSeer, order 1
+        EndToEnd("e2e_13b_480p_81_dbcache", "wan2.1-t2v-1.3b", t2v_13b, (832, 480, 81), 50,
+                 ("cache_policy=dbcache", "enable_taylorseer=true"), smoke_steps=4),
         EndToEnd("e2e_ti2v_5b_704p_121", "wan2.2-ti2v-5b", ti2v, (1280, 704, 121), 50),
         ExpertsEndToEnd("e2e_a14b_720p_81", "wan2.2-t2v-a14b", a14b, (1280, 720, 81), 40),
     )  # fmt: skip
