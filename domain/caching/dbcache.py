@@ -30,7 +30,7 @@ def _whole_number(_: Any, attribute: attrs.Attribute, value: int) -> None:
 
 def _interval(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value == 0:
-        fail(attribute.name, value, "must be a non-zero integer (cache-dit's warm-up steps are range(0, max_warmup_steps, it))")
+        fail(attribute.name, value, "must be a non-zero integer (the warm-up is range(0, max_warmup_steps, it))")
 
 
 @attrs.frozen(kw_only=True)

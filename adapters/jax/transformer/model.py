@@ -278,7 +278,7 @@ class WanTransformer(nnx.Module):
         hints = None
         if self.vace is not None:
             if not whole:
-                raise ValueError("a VACE transformer runs its blocks whole: its hints come from the tokens entering block 0")
+                raise ValueError("a VACE transformer runs its blocks whole: its hints read the tokens entering block 0")
             if control is None or cache.vace is None:
                 raise ValueError("a VACE transformer's blocks need the control and the VACE blocks' K/V")
             hints = self.vace.hints(x, control, cache.vace, temb6, rope)  # [V, B, S, D]
