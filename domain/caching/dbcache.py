@@ -25,7 +25,7 @@ from wanjax.domain.specs import TransformerSpec
 
 def _whole_number(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool):
-        fail(attribute.name, value, "must be an integer (negative: no limit, as in cache-dit)")
+        fail(attribute.name, value, "must be an integer (negative, as in cache-dit: no warm-up, no limit)")
 
 
 def _interval(_: Any, attribute: attrs.Attribute, value: int) -> None:
