@@ -20,7 +20,6 @@ from wanjax.application.memory import planned_on_this_device
 from wanjax.application.presets import preset_names, resolve_config
 from wanjax.domain.architectures import ARCHITECTURES, Architecture, published_architecture
 from wanjax.domain.bench import BenchResult, DiffusersSteps, Peak
-from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.devices import device_peak
@@ -127,8 +126,9 @@ def plan_bench(options: BenchOptions) -> BenchPlan:
             "benchmark", height=options.height, width=options.width, num_frames=options.num_frames,
             num_inference_steps=options.steps,
         ),
-        sample_timesteps=None, expert_switch_step=None, cache=CacheSettings(),  # --steps decides; dense
+        sample_timesteps=None, expert_switch_step=None,  # --steps decides
     )  # fmt: skip
+    request.cache.check_model(architecture.transformer)
     geometry = LatentGeometry.of(request, architecture.transformer, architecture.vae)
     experts = dict(num_experts=architecture.num_experts, model_boundary_ratio=architecture.boundary_ratio)
     # one step more than timed: the first also builds the KV cache and moves the inputs in
@@ -248,6 +248,9 @@ def run_bench(options: BenchOptions) -> BenchResult:
         offload_bytes_per_step=moved[0],
         offload_bytes_per_run=moved[1],
         weights_to_device_seconds=timing.weights_to_device_seconds,
+        cache_policy=bench.plan.cache.policy,
+        steps_skipped=int((~timing.cache_report.blocks_ran[1:]).sum()),
+        mean_seconds_per_step=float(np.mean(timing.step_seconds)),
     )
 
 

@@ -126,8 +126,8 @@ class GenerationService:
     def check(self, requests: Sequence[GenerationRequest]) -> None:
         """Raises now what `generate_batch(requests)` would raise before its first step, loading
         nothing: the batch, its latent geometry, its sampling plan (host arithmetic: the experts'
-        settings), its split over the mesh, (first time) the config's own checks (`preflight`),
-        its LoRAs."""
+        settings) and step cache (against the transformer), its split over the mesh, (first time)
+        the config's own checks (`preflight`), its LoRAs."""
         self._check(requests)
 
     def _check(self, requests: Sequence[GenerationRequest]) -> LoraSet:
@@ -136,6 +136,7 @@ class GenerationService:
         geometry = self.geometry(request)
         c = self._components
         plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
+        request.cache.check_model(c.transformer_spec)
         rows = len(requests) * (2 if request.uses_guidance else 1)
         grid = (geometry.frames, geometry.height, geometry.width)
         c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)

@@ -82,6 +82,9 @@ class BenchResult:
     offload_bytes_per_step: int = 0  # host -> device weight bytes of one step (offload=layers)
     offload_bytes_per_run: int = 0  # the same over the run's steps and each component's moves (components)
     weights_to_device_seconds: float | None = None  # offload=components: one expert's copy to the device
+    cache_policy: str = "none"  # the step cache the steps ran under (`--set cache_policy=...`)
+    steps_skipped: int = 0  # of the timed steps, those whose blocks the step cache skipped
+    mean_seconds_per_step: float | None = None  # over the timed steps: what a step cache changes
 
     @property
     def flops_per_second(self) -> float:
@@ -124,6 +127,9 @@ class BenchResult:
             "run_peak_memory_bytes": self.run_memory.bytes,
             "planned_peak_memory_bytes": self.planned_memory_bytes,
             "compile_seconds": self.compile_seconds,
+            "cache_policy": self.cache_policy,
+            "steps_skipped": self.steps_skipped,
+            "mean_seconds_per_step": self.mean_seconds_per_step,
             "offload": self.offload,
             "offload_bytes_per_step": self.offload_bytes_per_step,
             "offload_bytes_per_run": self.offload_bytes_per_run,

@@ -452,6 +452,11 @@ def bench_report(result: BenchResult) -> str:
         f"memory     {result.memory.bytes / 2**30:.2f} GiB peak before the VAE ({result.memory.source}); "
         f"{result.run_memory.bytes / 2**30:.2f} GiB the whole run's; planned {result.planned_memory_bytes / 2**30:.2f} GiB",
     ]
+    if result.cache_policy != "none":
+        lines.append(
+            f"step cache {result.cache_policy}: {result.steps_skipped} of {result.steps} timed steps skipped, "
+            f"{result.mean_seconds_per_step:.4f} s/step on average"
+        )
     if result.offload_bytes_per_run:
         per_step = f"{result.offload_bytes_per_step / 2**20:.1f} MiB per step, " if result.offload_bytes_per_step else ""
         lines.append(

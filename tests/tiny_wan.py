@@ -35,12 +35,15 @@ compare with diffusers take it from the folder, as diffusers does."""
 IMAGE_DIM = 32  # the demo CLIP's hidden size
 
 
-def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None, tokenizer_kind: str = "tokenizer.json"):
+def tiny_wan_pipeline(
+    seed: int = 0, *, boundary_ratio: float | None = None, tokenizer_kind: str = "tokenizer.json", num_layers: int = 2
+):
     """A diffusers WanPipeline with seeded random weights (UniPC flow scheduler, as Wan ships).
 
     With `boundary_ratio`, a Wan 2.2 A14B-style pipeline: a second expert `transformer_2`
     of the same architecture with its own weights. `tokenizer_kind` is one of
-    tokenizer_kinds.TOKENIZER_KINDS; the text encoder's vocabulary fits it.
+    tokenizer_kinds.TOKENIZER_KINDS; the text encoder's vocabulary fits it. `num_layers`: the
+    transformers' blocks.
     """
     from diffusers import AutoencoderKLWan, UniPCMultistepScheduler, WanPipeline, WanTransformer3DModel
     from transformers import AutoTokenizer, UMT5EncoderModel
@@ -52,9 +55,10 @@ def tiny_wan_pipeline(seed: int = 0, *, boundary_ratio: float | None = None, tok
         text_encoder = UMT5EncoderModel.from_pretrained(Path(scratch) / "text_encoder")
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        transformer = WanTransformer3DModel(**TINY_TRANSFORMER)
+        shape = dict(TINY_TRANSFORMER, num_layers=num_layers)
+        transformer = WanTransformer3DModel(**shape)
         vae = AutoencoderKLWan(**TINY_VAE)
-        experts = {"transformer_2": WanTransformer3DModel(**TINY_TRANSFORMER)} if boundary_ratio else {}
+        experts = {"transformer_2": WanTransformer3DModel(**shape)} if boundary_ratio else {}
     scheduler = UniPCMultistepScheduler(prediction_type="flow_prediction", use_flow_sigmas=True, flow_shift=FLOW_SHIFT)
     pipe = WanPipeline(
         tokenizer=tokenizer, text_encoder=text_encoder, transformer=transformer, vae=vae, scheduler=scheduler,

@@ -165,6 +165,10 @@ class DenoiseTiming:
     latents: jax.Array
     weights_to_device_seconds: float | None = None
     """With experts moved on and off the device (offload=components): one expert's copy to the device."""
+    step_seconds: tuple[float, ...] = ()
+    """Every step's time after the first: with a step cache, skipped and computed steps differ."""
+    cache_report: CacheRunReport | None = None
+    """What each step of the plan (the untimed first included) ran under its step cache."""
 
 
 def time_denoising(
@@ -194,14 +198,15 @@ def time_denoising(
     tracing = jax.profiler.trace(str(profile_dir), create_perfetto_trace=True) if profile_dir else nullcontext()
     with tracing:
         result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning)
-    result = result.latents
+    report, result = result.cache_report, result.latents
     if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")
     steps = [after - before for before, after in zip(stamps, stamps[1:])]
     moving = _expert_to_device_seconds(denoiser.program) if options.experts_off_device else None
     return DenoiseTiming(
-        compile_seconds=compile_seconds, seconds_per_step=min(steps), latents=result, weights_to_device_seconds=moving
-    )
+        compile_seconds=compile_seconds, seconds_per_step=min(steps), latents=result, weights_to_device_seconds=moving,
+        step_seconds=tuple(steps), cache_report=report,
+    )  # fmt: skip
 
 
 def _expert_to_device_seconds(program: DenoisingProgram) -> float:

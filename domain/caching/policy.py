@@ -11,6 +11,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.caching.published import PublishedCalibration
+from wanjax.domain.specs import TransformerSpec
 
 
 @attrs.frozen(kw_only=True, eq=False)
@@ -55,6 +56,10 @@ class CachePolicy(Protocol):
         """Refuses what only the published calibration (or being on) reveals, before any model loads."""
         ...
 
+    def check_model(self, section: Any, transformer: TransformerSpec) -> None:
+        """Refuses, before the model loads, what this transformer cannot run (the request turns it on)."""
+        ...
+
     def plan(self, section: Any, run: RunSchedule) -> FeaturePlan:
         """Its decisions for the run."""
         ...
@@ -71,4 +76,7 @@ class ChosenByName:
         return policy == self.name
 
     def check(self, section: Any, published: PublishedCalibration | None, *, on: bool) -> None:
+        return None
+
+    def check_model(self, section: Any, transformer: TransformerSpec) -> None:
         return None

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from wanjax.domain.caching import calibration, cfg_cache, magcache, sencache, teacache
+from wanjax.domain.caching import calibration, cfg_cache, dbcache, magcache, sencache, teacache
 from wanjax.domain.caching.policy import CachePolicy
 
 REGISTRY: dict[str, CachePolicy] = {
@@ -14,5 +14,6 @@ REGISTRY: dict[str, CachePolicy] = {
         teacache.TEACACHE,
         cfg_cache.CFG_CACHE,
         sencache.SENCACHE,
+        dbcache.DBCACHE,
     )
 }

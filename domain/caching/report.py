@@ -17,12 +17,15 @@ class CacheRunReport:
       a skipped transformer, or a run without guidance).
     residual_norms: with calibration, [S, P, T] float32 per step, guidance pass (conditional
       first) and token, the L2 norm of the block residual; else None.
+    pass_blocks_ran: where a feature decides per guidance pass (DBCache), [S, P] bool per step
+      and pass (conditional first): its blocks ran (False: a cached residual stood in); else None.
     """
 
     transformer_ran: np.ndarray
     blocks_ran: np.ndarray
     unconditional_ran: np.ndarray
     residual_norms: np.ndarray | None = None
+    pass_blocks_ran: np.ndarray | None = None
 
     @classmethod
     def of(
@@ -34,6 +37,7 @@ class CacheRunReport:
         blocks: np.ndarray | None = None,
         unconditional: np.ndarray | None = None,
         residual_norms: np.ndarray | None = None,
+        pass_blocks: np.ndarray | None = None,
     ) -> CacheRunReport:
         """From per-step flags [S] (None: that feature was off, so the part always ran)."""
         ran = np.ones(num_steps, dtype=bool)
@@ -48,6 +52,7 @@ class CacheRunReport:
             blocks_ran=transformer_ran & flag(blocks),
             unconditional_ran=transformer_ran & flag(unconditional) & uses_guidance,
             residual_norms=norms,
+            pass_blocks_ran=None if pass_blocks is None else np.asarray(pass_blocks, dtype=bool),
         )
 
     @property

@@ -18,6 +18,7 @@ from wanjax.domain.caching.combinations import check_combination
 from wanjax.domain.caching.policy import CachePolicy
 from wanjax.domain.caching.published import PUBLISHED, PublishedCalibration, published_calibration
 from wanjax.domain.caching.registry import REGISTRY
+from wanjax.domain.specs import TransformerSpec
 
 POLICIES = ("none", *(name for name, policy in REGISTRY.items() if policy.chosen_by_name))
 """The values of cache_policy."""
@@ -48,6 +49,11 @@ class _CacheSettingsMethods:
         """Policy `name`'s settings section (validated when made)."""
         kind = REGISTRY[name].settings
         return kind(**{field.name: getattr(self, field.name) for field in attrs.fields(kind)})
+
+    def check_model(self, transformer: TransformerSpec) -> None:
+        """Refuses, before the model loads, a policy this request turns on that `transformer` cannot run."""
+        for policy, section in self.policies_on():
+            policy.check_model(section, transformer)
 
     def policies_on(self) -> list[tuple[CachePolicy, Any]]:
         """The policies this request turns on, each with its section."""

@@ -49,6 +49,8 @@ class ModelExtension:
     present: whether a model of this spec has it.
     cost: its parameter count and what it holds and runs, for the memory plan (domain/memory.py)
       and the FLOP count (domain/flops.py).
+    whole_blocks_only: what it makes before the base blocks reads the tokens entering block 0 (VACE's
+      hints), so the blocks run whole, never a range of them (DBCache's three ranges).
     cut: (spec, n) -> the spec fields of its own that change when the model keeps its first n base
       blocks (`wanjax bench --layers`; VACE keeps the hints of those blocks); none by default.
     """
@@ -58,6 +60,7 @@ class ModelExtension:
     present: Callable[[TransformerSpec], bool]
     cost: Callable[[TransformerSpec], ExtensionCost]
     cut: Callable[[TransformerSpec, int], Mapping[str, Any]] = lambda spec, layers: {}
+    whole_blocks_only: bool = False
 
     def given(self, **arrays: Any) -> dict[str, dict[str, Any]]:
         """`Conditioning.extensions` holding these inputs of this extension (None ones left out)."""

@@ -35,4 +35,5 @@ VACE_EXTENSION = ModelExtension(
     present=lambda spec: spec.vace_layers is not None,
     cost=_cost,
     cut=lambda spec, layers: {"vace_layers": tuple(i for i in spec.vace_layers if i < layers)},
+    whole_blocks_only=True,
 )

@@ -65,11 +65,13 @@ class EndToEnd:
     steps: int
     settings: tuple[str, ...] = ()
     smoke_steps: int = 2
+    smoke_settings: tuple[str, ...] = ()  # added in the smoke run, for its tiny architecture
 
     def __call__(self, out: Path, smoke: bool) -> dict:
         folder, written = _checkpoint(self.repo_id, smoke)
         size, steps = (SMOKE_SIZE, self.smoke_steps) if smoke else (self.size, self.steps)
-        run = _generate(self.name, self.preset, folder, size, steps, self.settings, out)
+        settings = (*self.settings, *self.smoke_settings) if smoke else self.settings
+        run = _generate(self.name, self.preset, folder, size, steps, settings, out)
         return {"preset": self.preset, "architecture": self.repo_id, "checkpoint": written, **run}
 
 
@@ -232,6 +234,11 @@ def _stages() -> tuple[EndToEnd | ExpertsEndToEnd, ...]:
                  ("cache_policy=magcache",), smoke_steps=4),
         EndToEnd("e2e_13b_480p_81_teacache", "wan2.1-t2v-1.3b", t2v_13b, (832, 480, 81), 50,
                  ("cache_policy=teacache",), smoke_steps=4),
+        # cache-dit's DBCache defaults (F8B0, threshold 0.08, 8 warm-up steps) with its TaylorSeer, order 1;
+        # the smoke run's twin has fewer blocks than 8, and a step after one warm-up step may reuse
+        EndToEnd("e2e_13b_480p_81_dbcache", "wan2.1-t2v-1.3b", t2v_13b, (832, 480, 81), 50,
+                 ("cache_policy=dbcache", "enable_taylorseer=true"), smoke_steps=4,
+                 smoke_settings=("Fn_compute_blocks=1", "max_warmup_steps=1", "residual_diff_threshold=1")),
         EndToEnd("e2e_ti2v_5b_704p_121", "wan2.2-ti2v-5b", ti2v, (1280, 704, 121), 50),
         ExpertsEndToEnd("e2e_a14b_720p_81", "wan2.2-t2v-a14b", a14b, (1280, 720, 81), 40),
     )  # fmt: skip

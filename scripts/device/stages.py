@@ -461,6 +461,7 @@ STAGES = {
         Stage("e2e_13b_480p_81", 240, 150, E2E["e2e_13b_480p_81"]),
         Stage("e2e_13b_480p_81_magcache", 150, 90, E2E["e2e_13b_480p_81_magcache"]),
         Stage("e2e_13b_480p_81_teacache", 150, 90, E2E["e2e_13b_480p_81_teacache"]),
+        Stage("e2e_13b_480p_81_dbcache", 150, 90, E2E["e2e_13b_480p_81_dbcache"]),
         Stage("vae_480p_81_3d", 120, 40, _vae("3d")),
         Stage("vae_480p_81_frames", 120, 40, _vae("frames")),
         Stage("bench_14b_720p_81_fp8", 240, 120, bench_14b_720p_81_fp8),
@@ -485,12 +486,14 @@ STAGES = {
 # goals that fit one call of 8 minutes (about 380 s on an H200): the 1.3B video end to end, dense and
 # with each step cache, its 25-frame step and attention at T = 32760; then the fp8 matmuls' step, which
 # the budget skips where the rest took longer (its first try on an H200 ran past 170 s). `a14b`: the Wan 2.2 A14B video,
-# a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps. `quantized`:
-# the 14B step with GGUF Q8_0 and Q4_K kernels beside bf16 (issue 44).
+# a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps. `caches`:
+# the 1.3B video under each step cache (MagCache, TeaCache, DBCache with TaylorSeer), time and steps computed.
+# `quantized`: the 14B step with GGUF Q8_0 and Q4_K kernels beside bf16 (issue 44).
 SELECTIONS = {
     "goals": ("environment", "attention_32760", "bench_13b_480p_25", "e2e_13b_480p_81", "e2e_13b_480p_81_magcache",
               "e2e_13b_480p_81_teacache", "profile_13b_480p_25", "fp8_matmul_13b_480p_25"),
     "a14b": ("environment", "e2e_a14b_720p_81"),
+    "caches": ("environment", "e2e_13b_480p_81_magcache", "e2e_13b_480p_81_teacache", "e2e_13b_480p_81_dbcache"),
     "large": ("environment", "e2e_ti2v_5b_704p_121", "bench_14b_720p_81"),
     "quantized": ("environment", "bench_14b_720p_81_gguf"),
 }  # fmt: skip

@@ -54,6 +54,17 @@ def test_demo_preset(tmp_path, capsys):
     assert "s/step" in printed and "MFU" in printed and "GiB peak" in printed
 
 
+def test_a_step_cache_reports_the_steps_it_skipped_and_the_mean_step(tmp_path, capsys):
+    """Any registered policy through --set; DBCache with threshold 1 reuses every step after its warm-up."""
+    cache = ["--set", "cache_policy=dbcache", "--set", "Fn_compute_blocks=1", "--set", "max_warmup_steps=1"]
+    record = _bench(tmp_path, "--steps", "3", *TINY, *cache, "--set", "residual_diff_threshold=1")
+    assert (record["cache_policy"], record["steps_skipped"], record["steps"]) == ("dbcache", 3, 3)
+    assert record["mean_seconds_per_step"] >= record["seconds_per_step"] > 0
+    assert "step cache dbcache: 3 of 3 timed steps skipped" in capsys.readouterr().out
+    dense = _bench(tmp_path, "--steps", "1", *TINY)
+    assert (dense["cache_policy"], dense["steps_skipped"]) == ("none", 0)
+
+
 def test_real_architecture_cut_to_one_layer(tmp_path):
     record = _bench(tmp_path, "--model", "wan2.1-t2v-1.3b", "--layers", "1", "--steps", "1", *TINY)
     _check_consistent(record, attrs.evolve(WAN21_T2V_1_3B, num_layers=1), [2, 2, 4, 4, 16], 512)
@@ -112,6 +123,7 @@ def test_compiled_diffusers_steps_go_through_torch_compile():
         (["--num-frames", "8"], "num_frames=8"),
         # 14B at 720p with the exact reference attention: terabytes of logits, refused before building
         (["--model", "wan2.1-t2v-14b", "--attention", "xla"], "this request needs about"),
+        (["--set", "cache_policy=dbcache", "--set", "Fn_compute_blocks=3"], "Fn_compute_blocks=3: this transformer has 2"),
     ],
 )
 def test_bad_input_fails_before_any_work(tmp_path, capsys, args, message):

@@ -88,3 +88,16 @@ def test_calibration_writes_a_curve_that_a_later_run_uses(tmp_path, capsys):
     assert steps == {"total": SMALL["num_inference_steps"], "computed": steps["total"] - skipped, "skipped": skipped}
     names = ["cached.npy", "fox.magcache.yaml", "fox.npy", "timings.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == names
+
+
+def test_dbcache_is_configured_with_cache_dits_keys_from_the_cli(tmp_path, capsys):
+    out = tmp_path / "fox.npy"
+    args = ["generate", "--prompt", "a fox", *CLI_SMALL, "--set", "dtype=float32", "--out", str(out)]
+    dbcache = ["--set", "cache_policy=dbcache", "--set", "Fn_compute_blocks=1", "--set", "max_warmup_steps=4",
+               "--set", "residual_diff_threshold=1", "--set", "max_continuous_cached_steps=2",
+               "--set", "enable_taylorseer=true", "--set", "taylorseer_order=2"]  # fmt: skip
+    assert main([*args, *dbcache]) == 0
+    # threshold 1 reuses whenever it may: after 4 warm-up steps, 2 in a row, then one computes
+    assert "cache_policy=dbcache: 6 of 12 steps skipped" in capsys.readouterr().out
+    assert main([*args, *dbcache, "--set", "Fn_compute_blocks=3"]) == 2  # the demo has 2 blocks
+    assert "Fn_compute_blocks=3: this transformer has 2 blocks" in capsys.readouterr().err

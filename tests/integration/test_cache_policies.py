@@ -26,6 +26,7 @@ from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.caching import CachePlan
 from wanjax.domain.caching.calibration import CalibrationPlan
 from wanjax.domain.caching.cfg_cache import CfgCachePlan
+from wanjax.domain.caching.dbcache import DBCachePlan, DBCacheRule
 from wanjax.domain.caching.magcache import MagCachePlan
 from wanjax.domain.caching.sencache import SenCachePlan, SenCacheRule
 from wanjax.domain.caching.teacache import TeaCachePlan, TeaCacheRule
@@ -75,7 +76,15 @@ def _policies(experts: np.ndarray) -> dict[str, CachePlan]:
             SenCachePlan(rule=SenCacheRule(threshold=2.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=forced)
         ),
         "calibration": _plan(CalibrationPlan()),
+        "dbcache": _plan(DBCachePlan(rule=_dbcache_rule(0.5), force_compute=forced)),
+        "taylorseer": _plan(DBCachePlan(rule=_dbcache_rule(0.5, taylorseer_order=2), force_compute=forced)),
     }
+
+
+def _dbcache_rule(threshold: float, **changes) -> DBCacheRule:
+    """The first block decides, the second (the middle) may be skipped."""
+    rule = DBCacheRule(first_blocks=1, last_blocks=0, threshold=threshold, max_cached=-1, max_continuous=-1)
+    return attrs.evolve(rule, **changes)
 
 
 def _run(denoiser: JaxDenoiser, case: Case, cache: CachePlan) -> Denoised:
@@ -90,6 +99,7 @@ LOOP_MATRIX = [
     ("two-experts", "magcache"), ("two-experts", "cfg_cache"), ("two-experts", "sencache"),
     ("i2v", "cfg_cache"), ("i2v-two-experts", "cfg_cache"), ("ti2v", "teacache"), ("ti2v", "sencache"),
     ("vace", "magcache"), ("vace", "cfg_cache"), ("animate", "magcache"), ("animate", "cfg_cache"),
+    ("t2v", "dbcache"), ("two-experts", "taylorseer"), ("ti2v", "taylorseer"), ("animate", "dbcache"),
 ]  # fmt: skip
 
 
@@ -122,6 +132,7 @@ def test_a_rule_that_never_fires_is_bitwise_the_dense_run(name, scan):
     for feature_plan in (
         TeaCachePlan(rule=TeaCacheRule(threshold=0.0, coefficients=(1.0, 0.0)), force_compute=never),
         SenCachePlan(rule=SenCacheRule(threshold=0.0, alpha_x=1.0, alpha_t=1.0, max_reuse=2), force_compute=never),
+        DBCachePlan(rule=_dbcache_rule(0.0, taylorseer_order=1), force_compute=never),  # its blocks in two ranges
     ):
         cached = _run(denoiser, case, _plan(feature_plan))
         assert cached.cache_report.steps_skipped == 0
@@ -161,6 +172,7 @@ def test_changing_plan_values_compiles_nothing(scan, compile_counter):
         "cfg_cache": lambda p: _changed(p, cond_only=_steps(6), cfg_weights=np.full((STEPS, 2), 0.5, np.float32)),
         "teacache": lambda p: _changed(p, rule=TeaCacheRule(threshold=0.5, coefficients=(3.0, 1.0))),
         "sencache": lambda p: _changed(p, rule=attrs.evolve(p.features["sencache"].rule, threshold=0.1, max_reuse=1)),
+        "dbcache": lambda p: _changed(p, rule=_dbcache_rule(0.9, max_continuous=1), force_compute=_steps(0, 5)),
     }
     for policy, change in variants.items():
         plan = _policies(experts)[policy]

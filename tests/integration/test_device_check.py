@@ -5,7 +5,7 @@ Python 3.12 venv from the device image's pins and the kit alone (`--no-index`) a
 stage at tiny sizes. The torch stages have no torch there (no CPU build on PyPI for Linux) and
 say so; everything else must pass, with the same code and flags as on the GPU.
 
-It takes about 3 minutes of one worker, and about 4 more for the end-to-end stages (five fresh
+It takes about 3 minutes of one worker, and about 5 more for the end-to-end stages (six fresh
 `wanjax generate` runs, each compiling its own), which the README's test command cannot spare within its
 15: CI runs it (.ci/run sets WANJAX_DEVICE_SMOKE=1), and so does `WANJAX_DEVICE_SMOKE=1 ./scripts/test`.
 """
@@ -54,6 +54,8 @@ def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
     assert all(0 < error < 0.2 for error in fp8_errors)  # the fp8 matmuls ran, and stayed near
     whole = stages["e2e_13b_480p_81"]  # a fresh `wanjax generate`, its phases from its --timings
     assert whole["steps"]["total"] == 2 and whole["frames_shape"] == [1, 17, 128, 192, 3]
+    cached = stages["e2e_13b_480p_81_dbcache"]["steps"]  # DBCache with TaylorSeer: threshold 1 after 1 warm-up step
+    assert (cached["total"], cached["skipped"]) == (4, 3)
     phases = whole["seconds_by_phase"]
     assert phases["process"] > phases["denoise"] > 0 and whole["memory"]["peak_bytes"] > 0
     experts = stages["e2e_a14b_720p_81"]  # 4 measured steps, the preset's 40 computed from them

@@ -55,6 +55,22 @@ def _cfg_cached(overrides: dict) -> tuple[np.ndarray, int]:
     return result.array, int((~result.cache_report.unconditional_ran).sum())
 
 
+DBCACHE = dict(cache_policy="dbcache", Fn_compute_blocks=1, max_warmup_steps=1, residual_diff_threshold=0.3,
+               enable_taylorseer=True, taylorseer_order=2, num_inference_steps=6)  # fmt: skip
+"""DBCache with TaylorSeer on the 2 data x 4 context mesh: each data device holds one guidance
+pass's row, and each pass's change is a sum over tokens split 4 ways."""
+
+
+def _dbcache(overrides: dict) -> tuple[np.ndarray, list]:
+    from wanjax.application.container import build_container
+    from wanjax.domain.config import GenerationConfig
+
+    config = GenerationConfig.from_mapping(dict(model="demo", max_sequence_length=16, **SIZE))
+    config = config.with_overrides({**DBCACHE, **overrides})
+    result = build_container(config).service().generate(config.request("a red fox", negative_prompt="blurry"))
+    return result.array, result.cache_report.pass_blocks_ran.tolist()
+
+
 def measure(demo_cache_root: str) -> dict:
     """Each mesh's videos against one device's: how many uint8 levels apart, how many values."""
     with mock.patch.dict(os.environ, WANJAX_CACHE=demo_cache_root):  # the demo written once for the session
@@ -71,6 +87,14 @@ def measure(demo_cache_root: str) -> dict:
         frames, conditional_only = _cfg_cached(CFG_CACHE_MESH)
         results["cfg_cache"] = {
             "conditional_only_steps": conditional_only,
+            "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
+            "fraction_different": float((frames != reference).mean()),
+        }
+        reference, reference_passes = _dbcache({})
+        frames, passes = _dbcache(CFG_CACHE_MESH)
+        results["dbcache"] = {
+            "passes": passes,
+            "reference_passes": reference_passes,
             "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
             "fraction_different": float((frames != reference).mean()),
         }
@@ -96,5 +120,14 @@ def test_generation_on_a_mesh_equals_one_device(results: dict, mesh: str) -> Non
 def test_cfg_cache_conditional_only_steps_on_a_mesh_equal_one_device(results: dict) -> None:
     result = results["cfg_cache"]
     assert result["conditional_only_steps"] > 0, result
+    assert result["max_level_difference"] <= MAX_LEVEL_DIFFERENCE, result
+    assert result["fraction_different"] <= MAX_FRACTION_DIFFERENT, result
+
+
+def test_dbcache_decides_each_pass_on_a_mesh_as_on_one_device(results: dict) -> None:
+    result = results["dbcache"]
+    assert result["passes"] == result["reference_passes"], result
+    reused = ~np.asarray(result["passes"])
+    assert reused.any() and not reused[1:].all(), "the run must reuse some steps and compute others"
     assert result["max_level_difference"] <= MAX_LEVEL_DIFFERENCE, result
     assert result["fraction_different"] <= MAX_FRACTION_DIFFERENT, result

@@ -92,8 +92,14 @@ def test_bfloat16_scheduler_state(reference):
 
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"weights_dtype": "float8_e4m3fn"}, {"cache_policy": "teacache", "scan_diffusion_loop": "true"}],
-    ids=["fp32", "fp8-kernels", "teacache+scan-loop"],
+    [
+        {},
+        {"weights_dtype": "float8_e4m3fn"},
+        {"cache_policy": "teacache", "scan_diffusion_loop": "true"},
+        {"cache_policy": "dbcache", "Fn_compute_blocks": "1", "max_warmup_steps": "1", "residual_diff_threshold": "1",
+         "enable_taylorseer": "true", "weights_dtype": "float8_e4m3fn", "scan_diffusion_loop": "true"},
+    ],
+    ids=["fp32", "fp8-kernels", "teacache+scan-loop", "dbcache+taylorseer+fp8+scan-loop"],
 )
 def test_offload_layers_gives_the_resident_latents_bit_for_bit(overrides):
     """The blocks' weights load straight into host memory and stream in; nothing else changes."""

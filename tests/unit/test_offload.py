@@ -29,6 +29,7 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.architectures import WAN21_T2V_1_3B
 from wanjax.domain.caching import CachePlan
 from wanjax.domain.caching.cfg_cache import CfgCachePlan
+from wanjax.domain.caching.dbcache import DBCachePlan, DBCacheRule
 from wanjax.domain.caching.magcache import MagCachePlan
 from wanjax.domain.caching.sencache import SenCachePlan, SenCacheRule
 from wanjax.domain.caching.teacache import TeaCachePlan, TeaCacheRule
@@ -135,6 +136,13 @@ CACHE_PLANS = {  # each policy's device path, on fixed schedules (the decisions 
     "sencache": CachePlan.of(
         STEPS,
         SenCachePlan(rule=SenCacheRule(threshold=1e9, alpha_x=1.0, alpha_t=1.0, max_reuse=1), force_compute=_flags(0)),
+    ),
+    "dbcache": CachePlan.of(  # the blocks streamed in two ranges; threshold 1: every other step reuses
+        STEPS,
+        DBCachePlan(
+            rule=DBCacheRule(first_blocks=1, last_blocks=0, threshold=1.0, max_cached=-1, max_continuous=1),
+            force_compute=_flags(0),
+        ),
     ),
 }
 

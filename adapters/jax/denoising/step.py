@@ -35,7 +35,7 @@ from wanjax.adapters.jax.denoising.caching.feature import CacheShapes, CacheStat
 from wanjax.adapters.jax.denoising.caching.state import CacheControls, initial_cache_state
 from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
-from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.transformer.model import ALL_LAYERS, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
 from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.conditioning import Conditioning
@@ -171,22 +171,23 @@ def _blocks(
     step: Step,
     tokens: jax.Array,
     temb6: jax.Array,
+    layers: slice = ALL_LAYERS,
     *,
     image: jax.Array | None,
     prepared: Mapping[str, Any],
     attention: AttentionCall,
 ) -> jax.Array:
-    """tokens [rows, S, D] through every block, with what each extension `prepared` of its rows of
-    the conditioning, their self-attention as `attention` describes it; the cross-attention K/V
-    from the cache, or computed here from the text embeddings (and the image tokens
-    [rows, M, image_dim], when no K/V cache holds theirs)."""
+    """tokens [rows, S, D] through every block, or the range `layers`, with what each extension
+    `prepared` of its rows of the conditioning, their self-attention as `attention` describes it;
+    the cross-attention K/V from the cache, or computed here from the text embeddings (and the
+    image tokens [rows, M, image_dim], when no K/V cache holds theirs)."""
     transformer = model.merged(step.params)
     kv = step.text
     if not isinstance(kv, CrossAttentionKV):
         image = None if image is None else image.astype(transformer.dtype)
         kv = transformer.cross_attention_kv(kv.astype(transformer.dtype), image, stream=model.stream_blocks)
     return transformer.run_blocks(
-        tokens, kv, temb6, step.rope, prepared, attention=attention, stream=model.stream_blocks
+        tokens, kv, temb6, step.rope, prepared, attention=attention, stream=model.stream_blocks, layers=layers
     )
 
 

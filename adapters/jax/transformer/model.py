@@ -33,11 +33,13 @@ from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, f
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
 from wanjax.adapters.jax.transformer.extension import ExtensionModule
 from wanjax.adapters.jax.transformer.extensions import transformer_extensions
+from wanjax.adapters.jax.transformer.layer_range import at_layer, layers_of, scan_layer_range
 from wanjax.adapters.jax.transformer.offload import scan_streamed
 from wanjax.adapters.jax.transformer.rope import RopeTables, rope_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.stacking import block_stack, layer, stacked_key_values
 from wanjax.domain.attention_call import SELF, AttentionCall
+from wanjax.domain.extensions.registry import model_extension
 from wanjax.domain.sharding import (
     ACTIVATION_BATCH,
     ACTIVATION_EMBED,
@@ -46,6 +48,10 @@ from wanjax.domain.sharding import (
     ACTIVATION_LENGTH,
 )
 from wanjax.domain.specs import TransformerSpec
+
+
+ALL_LAYERS = slice(None)
+"""`run_blocks`' default range: every block."""
 
 
 class TimeEmbedding(NamedTuple):
@@ -267,6 +273,7 @@ class WanTransformer(nnx.Module):
         *,
         attention: AttentionCall,
         stream: bool = False,
+        layers: slice = ALL_LAYERS,
     ) -> jax.Array:
         """x [B, S, D] through every block, block i reading layer i of the stacked `cache`
         ([layers, B, L, N, H] ...), modulated by temb6 [B, T, 6, D] -> [B, S, D]. Each extension
@@ -274,13 +281,24 @@ class WanTransformer(nnx.Module):
         its VACE blocks into hints), then acts after the blocks its slots name (adds a hint, runs a
         face adapter). `stream`: the scanned blocks' weights are in host memory and reach the
         device block by block (`offload.scan_streamed`). `attention` describes the blocks'
-        self-attention (its token grid and structure; the listed blocks add their index)."""
+        self-attention (its token grid and structure; the listed blocks add their index).
+        `layers`: only the blocks of this contiguous range (a Python slice of the blocks; x the
+        tokens entering its first), run in place (`layer_range`); refused for a model with an
+        extension that runs its blocks whole (VACE: its hints read the tokens entering block 0)."""
+        start, stop = layers_of(layers, self.spec.num_layers)
+        whole = (start, stop) == (0, self.spec.num_layers)
         prepared, modules = self._prepared(prepared), self.extension_modules()
+        whole_only = [name for name in self.extension_names if model_extension(name).whole_blocks_only]
+        if not whole and whole_only:
+            raise ValueError(f"this transformer runs its blocks whole ({', '.join(whole_only)}): no range of them alone")
         own = cache.extensions or {}
         held = tuple(module.before_blocks(x, prepared[name], own.get(name), temb6, rope, attention) for name, module in modules)
         per_layer = (cache._replace(extensions=None), tuple(module.layer_slots() for _, module in modules))
         shared = (tuple(module for _, module in modules), held, temb6, rope)
         body = functools.partial(_layer, self.activation_sharding)
+        if self.scan_layers and not whole:
+            ranged = lambda block, x, i: body(block, x, at_layer(per_layer, i), shared, attention)  # noqa: E731
+            return x if start == stop else scan_layer_range(self.blocks, ranged, x, start, stop, stream=stream)
         if stream:
             streamed = lambda block, x, inputs: (body(block, x, inputs, shared, attention), None)  # noqa: E731
             return scan_streamed(self.blocks, streamed, x, per_layer)[0]
@@ -289,8 +307,8 @@ class WanTransformer(nnx.Module):
             scanned = nnx.scan(carry_first, in_axes=(nnx.Carry, 0, 0, None), out_axes=nnx.Carry)
             return scanned(x, self.blocks, per_layer, shared)
         kv, slots = per_layer
-        for i, block in enumerate(self.blocks):
-            x = body(block, x, (layer(kv, i), tuple(int(at[i]) for at in slots)), shared, attention.at_layer(i))
+        for i in range(start, stop):
+            x = body(self.blocks[i], x, (layer(kv, i), tuple(int(at[i]) for at in slots)), shared, attention.at_layer(i))
         return x
 
     def _unpatchify(self, x: jax.Array, grid: tuple[int, int, int]) -> jax.Array:

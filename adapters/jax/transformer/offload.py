@@ -52,13 +52,16 @@ def scan_streamed(
     body: Callable[[Block, Carry, object], tuple[Carry, object]],
     carry: Carry,
     xs: object,
+    *,
+    layers: tuple[int, int] | None = None,
 ) -> tuple[Carry, object]:
     """`lax.scan` of `body(block_i, carry, xs_i) -> (carry, y_i)` over the stacked `blocks`
     (weights [layers, ...] in host memory), in order, returning (carry, ys stacked [layers, ...]);
     block i + 1's weights are copied to the device while block i runs. The last iteration fetches
-    the last block again: `layers + 1` blocks move per call."""
+    the last block again: `layers + 1` blocks move per call. `layers`: only blocks [start, stop)
+    (xs then [stop - start, ...])."""
     graphdef, weights = nnx.split(blocks)
-    count = jax.tree.leaves(weights)[0].shape[0]
+    start, stop = (0, jax.tree.leaves(weights)[0].shape[0]) if layers is None else layers
 
     def fetch(i: jax.Array) -> nnx.State:
         return jax.tree.map(lambda a: _on_device(jax.lax.dynamic_index_in_dim(a, i, keepdims=False)), weights)
@@ -66,9 +69,9 @@ def scan_streamed(
     def step(state: tuple[Carry, nnx.State], per_layer: tuple[jax.Array, object]) -> tuple[tuple, object]:
         carry, current = state
         i, x = per_layer
-        upcoming = fetch(jnp.minimum(i + 1, count - 1))
+        upcoming = fetch(jnp.minimum(i + 1, stop - 1))
         carry, y = body(nnx.merge(graphdef, current), carry, x)
         return (carry, upcoming), y
 
-    (carry, _), ys = jax.lax.scan(step, (carry, fetch(jnp.int32(0))), (jnp.arange(count), xs))
+    (carry, _), ys = jax.lax.scan(step, (carry, fetch(jnp.int32(start))), (jnp.arange(start, stop), xs))
     return carry, ys

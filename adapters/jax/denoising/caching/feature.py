@@ -37,6 +37,7 @@ class StepReport(NamedTuple):
     blocks: jax.Array | None = None  # bool: False when the cached residual stood in for the blocks
     unconditional: jax.Array | None = None  # bool: False on a conditional-only step
     residual_norms: jax.Array | None = None  # [copies, S] float32: per pass and token, ||res||_2 (calibration)
+    pass_blocks: jax.Array | None = None  # [copies] bool: per guidance pass, False when a cached residual stood in
 
 
 class CacheShapes(NamedTuple):
@@ -56,8 +57,9 @@ Predict = Callable[["Step", CacheState], Result]
 """The guided velocity [B, F', H', W', C] float32 of a step."""
 Passes = Callable[["Step", Guider, CacheState], Result]
 """The transformer on a guider's rows -> their velocity [rows, F', H', W', C] float32."""
-Blocks = Callable[["Step", jax.Array, jax.Array], jax.Array]
-"""tokens [rows, S, D] and the blocks' modulation temb6 -> the tokens leaving the last block."""
+Blocks = Callable[..., jax.Array]
+"""(step, tokens [rows, S, D], the blocks' modulation temb6[, layers]) -> the tokens leaving the
+last block; `layers`, a slice of the blocks: only that contiguous range runs (DBCache)."""
 
 
 class DeviceFeature:

@@ -3,7 +3,7 @@ policy's feature is its own module and one line here (docs/caching.md, "How to a
 
 from __future__ import annotations
 
-from wanjax.adapters.jax.denoising.caching import calibration, cfg_cache, magcache, sencache, teacache
+from wanjax.adapters.jax.denoising.caching import calibration, cfg_cache, dbcache, magcache, sencache, teacache
 from wanjax.adapters.jax.denoising.caching.feature import DeviceFeature
 
 FEATURES: dict[str, DeviceFeature] = {
@@ -13,6 +13,7 @@ FEATURES: dict[str, DeviceFeature] = {
         teacache.TeaCacheFeature(),
         cfg_cache.CfgCacheFeature(),
         sencache.SenCacheFeature(),
+        dbcache.DBCacheFeature(),
         calibration.CalibrationFeature(),
     )
 }

@@ -18,6 +18,7 @@ def run_report(report: StepReport, num_steps: int, uses_guidance: bool) -> Cache
         blocks=report.blocks,
         unconditional=report.unconditional,
         residual_norms=report.residual_norms,
+        pass_blocks=report.pass_blocks,
     )
 
 
