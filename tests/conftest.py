@@ -8,7 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-torch.set_num_threads(2)
+torch.set_num_threads(1)
+"""The reference models are tiny: each torch op is microseconds of work, and with a second thread
+it also waits for that thread to be scheduled, on a machine whose cores the xdist workers and JAX
+already fill (measured under load: 4.5 ms per tiny linear; tests/parity/test_dbcache_parity.py
+30 s with two threads, 18-21 s with one)."""
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 """The default run compiles with LLVM's optimisations off: compilation, not execution, is most of
