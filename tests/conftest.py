@@ -8,11 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-torch.set_num_threads(1)
-"""The reference models are tiny: each torch op is microseconds of work, and with a second thread
-it also waits for that thread to be scheduled, on a machine whose cores the xdist workers and JAX
-already fill (measured under load: 4.5 ms per tiny linear; tests/parity/test_dbcache_parity.py
-30 s with two threads, 18-21 s with one)."""
+torch.set_num_threads(2)
 
 FAST_COMPILE = "--xla_backend_optimization_level=0"
 """The default run compiles with LLVM's optimisations off: compilation, not execution, is most of
@@ -20,6 +16,12 @@ the suite's time (a tiny VAE's tiled decode: 35 CPU s to compile and run at the 
 11 s at this one; tests/parity/test_vae_chunking.py 5.5 instead of 12.5 minutes). XLA's HLO
 passes, hence the sharding, collectives and buffers the tests inspect, are the same; floating
 point is not reassociated at either level (fast math is off). Benchmark runs keep the default."""
+
+TORCH_THREADS = 1
+"""The default run's torch references are tiny: each op is microseconds of work, and with a second
+thread it also waits for that thread to be scheduled, on cores the xdist workers and JAX already
+fill (measured under load: 4.5 ms per tiny linear; tests/parity/test_dbcache_parity.py 30 s with
+two threads, 18-21 s with one). Benchmark runs keep two (docs/performance.md's diffusers timings)."""
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -41,6 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("benchmark_skip", default=False) and "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE}".strip()  # read when JAX first makes its CPU backend;
         # the subprocesses tests start inherit it
+    if config.getoption("benchmark_skip", default=False):
+        torch.set_num_threads(TORCH_THREADS)
 
 
 LONGEST_FILES = (
