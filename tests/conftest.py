@@ -17,6 +17,12 @@ the suite's time (a tiny VAE's tiled decode: 35 CPU s to compile and run at the 
 passes, hence the sharding, collectives and buffers the tests inspect, are the same; floating
 point is not reassociated at either level (fast math is off). Benchmark runs keep the default."""
 
+TORCH_THREADS = 1
+"""The default run's torch references are tiny: each op is microseconds of work, and with a second
+thread it also waits for that thread to be scheduled, on cores the xdist workers and JAX already
+fill (measured under load: 4.5 ms per tiny linear; tests/parity/test_dbcache_parity.py 30 s with
+two threads, 18-21 s with one). Benchmark runs keep two (docs/performance.md's diffusers timings)."""
+
 
 @pytest.fixture(scope="session", autouse=True)
 def session_compilation_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -37,6 +43,8 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("benchmark_skip", default=False) and "xla_backend_optimization_level" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {FAST_COMPILE}".strip()  # read when JAX first makes its CPU backend;
         # the subprocesses tests start inherit it
+    if config.getoption("benchmark_skip", default=False):
+        torch.set_num_threads(TORCH_THREADS)
 
 
 LONGEST_FILES = (

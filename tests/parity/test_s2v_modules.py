@@ -9,6 +9,7 @@ the branch. The weights go into our branch under their official names. Tolerance
 
 from __future__ import annotations
 
+import functools
 import importlib
 
 import attrs
@@ -127,6 +128,23 @@ def features(audio_input: torch.Tensor) -> np.ndarray:
     return audio_input.numpy().transpose(0, 3, 1, 2)
 
 
+# Each piece runs as one compiled call, as in a generation: op-by-op (eager) dispatch compiled every
+# small op on its own and was most of these tests' time.
+@nnx.jit
+def clip_tokens(encoder, audio_features) -> AudioTokens:
+    return encoder.clip_tokens(audio_features, MOTION_FRAMES, LATENT_MOTION_FRAMES)
+
+
+@functools.partial(nnx.jit, static_argnums=3)
+def inject(injector, x, audio, video_tokens):
+    return injector(x, audio, video_tokens)
+
+
+@nnx.jit
+def run_block(block, x, kv, temb6, rope):
+    return block(x, kv, temb6, rope, AttentionCall(kind=SELF))  # video, reference and motion tokens: no one grid
+
+
 def test_every_official_s2v_tensor_has_a_place_and_keeps_its_name(models):
     s2v, model, _ = models
     tensors = s2v_tensors(model)
@@ -142,7 +160,7 @@ def test_every_official_s2v_tensor_has_a_place_and_keeps_its_name(models):
 
 def test_the_audio_encoder_makes_the_clips_audio_tokens(models, clip):
     s2v, model, ours = models
-    out = ours.casual_audio_encoder.clip_tokens(features(clip["audio_input"]), MOTION_FRAMES, LATENT_MOTION_FRAMES)
+    out = clip_tokens(ours.casual_audio_encoder, features(clip["audio_input"]))
     assert_close(np.asarray(out.tokens), model.merged_audio_emb.numpy(), RELATIVE_TOLERANCE)
     if s2v.enable_adain:
         assert_close(np.asarray(out.global_token), model.audio_emb_global.numpy(), RELATIVE_TOLERANCE)
@@ -165,7 +183,7 @@ def test_the_audio_injectors_act_after_the_official_blocks(models, clip):
     for block, slot in official.items():
         with torch.no_grad():
             expected = model.after_transformer_block(block, torch.from_numpy(x.copy())).numpy()
-        out = np.asarray(ours.audio_injector[slot](jnp.asarray(x), audio, video_tokens))
+        out = np.asarray(inject(ours.audio_injector[slot], jnp.asarray(x), audio, video_tokens))
         assert_close(out, expected, RELATIVE_TOLERANCE)
         assert not np.allclose(out[:, :video_tokens], x[:, :video_tokens])  # it did act
         np.testing.assert_array_equal(out[:, video_tokens:], x[:, video_tokens:])
@@ -218,18 +236,25 @@ def test_pose_tokens_and_token_kind_vectors(models, clip):
     assert_close(np.asarray(ours.kind_vectors(2, 1, 3)), kinds, RELATIVE_TOLERANCE)
 
 
+@pytest.fixture(scope="module")
+def base_model(models) -> WanTransformer:
+    """Our base transformer holding the official model's base tensors (built once per variant)."""
+    _, official, _ = models
+    base = export_transformer_weights(WanTransformer(SPEC, RUNTIME, rngs=nnx.Rngs(0)))
+    renamed = diffusers_named({k: v.numpy() for k, v in official.state_dict().items() if k.startswith(BASE_MODULES)})
+    assert set(renamed) == set(base)  # the official base tensors are a whole Wan transformer's
+    return load_transformer(SPEC, RUNTIME, renamed)
+
+
 @pytest.mark.parametrize("first_clip", [False, True], ids=["with-motion", "first-clip"])
-def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, clip, first_clip):
+def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, base_model, clip, first_clip):
     """The recipe the extension will follow (docs/s2v.md), composed from public pieces: the video
     tokens plus the pose tokens, then the reference's and the motion tokens, each kind's vector,
     RoPE from their positions, timestep t over the video tokens and 0 over the rest (per-token
     timesteps, as Wan 2.2 TI2V's), the audio injectors after their blocks, the head over the
     video tokens. `first_clip`: `drop_motion_frames`, no motion tokens (the release's clip 0)."""
     s2v, official, ours = models
-    base = export_transformer_weights(WanTransformer(SPEC, RUNTIME, rngs=nnx.Rngs(0)))
-    renamed = diffusers_named({k: v.numpy() for k, v in official.state_dict().items() if k.startswith(BASE_MODULES)})
-    assert set(renamed) == set(base)  # the official base tensors are a whole Wan transformer's
-    model = load_transformer(SPEC, RUNTIME, {name: renamed[name] for name in renamed})
+    model = base_model
     with torch.no_grad():
         expected = official(**clip, drop_motion_frames=first_clip)[0].numpy()  # [C, F, H, W]
 
@@ -253,10 +278,10 @@ def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, clip
     time = TimeEmbedding(*model.condition_embedder.time(timestep))
     context = np.pad(clip["context"][0].numpy(), ((0, 512 - 5), (0, 0)))[None]  # text_len 512, zeros after
     cache = model.cross_attention_kv(jnp.asarray(context), None)
-    audio = ours.casual_audio_encoder.clip_tokens(features(clip["audio_input"]), MOTION_FRAMES, LATENT_MOTION_FRAMES)
+    audio = clip_tokens(ours.casual_audio_encoder, features(clip["audio_input"]))
     for i, (block, slot) in enumerate(zip(model.blocks, injector_slots(SPEC, s2v))):
-        x = block(x, layer(cache, i), time.temb6, rope, AttentionCall(kind=SELF))  # video, reference and motion tokens: no one grid
-        x = x if slot < 0 else ours.audio_injector[int(slot)](x, audio, tokens)
+        x = run_block(block, x, layer(cache, i), time.temb6, rope)
+        x = x if slot < 0 else inject(ours.audio_injector[int(slot)], x, audio, tokens)
     video_time = TimeEmbedding(time.temb[:, :tokens], time.temb6[:, :tokens])
     out = np.asarray(model.head(x[:, :tokens], video_time, grid))[0].transpose(3, 0, 1, 2)
     assert_close(out, expected, RELATIVE_TOLERANCE)

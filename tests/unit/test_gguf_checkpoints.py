@@ -85,12 +85,17 @@ def test_float_gguf_loads_bit_identical_to_the_safetensors_of_the_same_weights(w
         assert ours[name].tobytes() == reference[name].tobytes(), name
 
 
+@nnx.jit  # one function for every case: the dequantized references of one layout share a compile
+def _step(model, latents, timestep, context):
+    return model(latents, timestep, context)
+
+
 def _forward(model, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     spec = model.spec
     latents = rng.normal(size=(1, 2, 4, 6, spec.in_channels)).astype(np.float32)
     context = rng.normal(size=(1, 8, spec.text_dim)).astype(np.float32)
-    return np.asarray(nnx.jit(lambda m, x, t, c: m(x, t, c))(model, latents, np.array([500.0], np.float32), context))
+    return np.asarray(_step(model, latents, np.array([500.0], np.float32), context))
 
 
 @pytest.mark.parametrize(
@@ -135,24 +140,38 @@ def unquantized(wide_checkpoint) -> np.ndarray:
     return generate(wide_checkpoint)
 
 
+@pytest.fixture(scope="module")
+def gguf_generation(wide_checkpoint, tmp_path_factory):
+    """`block_type` -> (the checkpoint's transformer as that GGUF file, a resident generation from
+    it), each made once: the Q4_K one serves as both a bound case and the streaming reference."""
+    made: dict[str, tuple[str, np.ndarray]] = {}
+
+    def make(block_type: str) -> tuple[str, np.ndarray]:
+        if block_type not in made:
+            folder = tmp_path_factory.mktemp(f"gguf-{block_type}")
+            gguf_file = str(write_gguf(tensors_of(wide_checkpoint), folder / "wan.gguf", block_type))
+            made[block_type] = gguf_file, generate(wide_checkpoint, transformer_file=gguf_file)
+        return made[block_type]
+
+    return make
+
+
 @pytest.mark.parametrize("block_type", ["Q8_0", "Q4_K", "Q5_K"])
-def test_a_gguf_generation_stays_within_the_quantization_error(wide_checkpoint, unquantized, tmp_path, block_type):
+def test_a_gguf_generation_stays_within_the_quantization_error(wide_checkpoint, unquantized, gguf_generation, block_type):
     tensors = tensors_of(wide_checkpoint)
-    gguf_file = write_gguf(tensors, tmp_path / "wan.gguf", block_type)
     restored = dequantized(tensors, block_type)
     kernels = [n for n in tensors if n.startswith("blocks.") and n.endswith(".weight") and tensors[n].ndim == 2]
     weight_error = relative_rms(np.concatenate([restored[n].ravel() for n in kernels]),
                                  np.concatenate([tensors[n].ravel() for n in kernels]))  # fmt: skip
-    quantized = generate(wide_checkpoint, transformer_file=str(gguf_file))
+    _, quantized = gguf_generation(block_type)
     assert weight_error > 1e-3
     assert relative_rms(quantized, unquantized) <= 3 * weight_error
 
 
-def test_packed_kernels_stream_and_move_as_resident_ones_compute(wide_checkpoint, tmp_path):
+def test_packed_kernels_stream_and_move_as_resident_ones_compute(wide_checkpoint, gguf_generation):
     """offload=layers streams each block's packed kernels in, offload=components moves the packed
     expert: the same arithmetic on the same bytes as resident packed kernels, bit for bit."""
-    gguf_file = str(write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q4_K"))
-    resident = generate(wide_checkpoint, transformer_file=gguf_file)
+    gguf_file, resident = gguf_generation("Q4_K")
     for offload in ("layers", "components"):
         np.testing.assert_array_equal(generate(wide_checkpoint, transformer_file=gguf_file, offload=offload), resident)
 
