@@ -45,6 +45,8 @@ def pytest_configure(config: pytest.Config) -> None:
         # the subprocesses tests start inherit it
     if config.getoption("benchmark_skip", default=False):
         torch.set_num_threads(TORCH_THREADS)
+        os.environ["OMP_NUM_THREADS"] = str(TORCH_THREADS)  # the servers and CLIs tests start too: a video
+        # they make must equal this process's bytes, and torch's fp32 sums depend on its thread count
 
 
 LONGEST_FILES = (
