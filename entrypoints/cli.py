@@ -18,7 +18,7 @@ import argparse
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from contextlib import ExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,7 +34,6 @@ from wanjax.entrypoints.serve import add_serve_parser
 if TYPE_CHECKING:
     from wanjax.application.memory import DeviceSize
     from wanjax.domain.config import GenerationConfig
-    from wanjax.domain.modes.base import ModelTraits
     from wanjax.domain.requests import GenerationRequest
 
 # CLI flag -> config key; each is also reachable as --set key=value
@@ -230,34 +229,6 @@ def _requests(config: GenerationConfig, prompts: Sequence[str], media: dict[str,
     return [config.request(prompt, **media, seed=seed + i) for i, prompt in enumerate(prompts)]
 
 
-def flag_inputs(
-    args: argparse.Namespace, config: GenerationConfig, model: Callable[[], ModelTraits], *, probed: bool = False
-) -> dict[str, Any]:
-    """The mode inputs (by input name) of the files the flags name: the mode that takes those flags
-    (asking `model` where several do: `--video` is a VACE model's control video, else the source of
-    video-to-video) reads each through its kind's reader (an unreadable one is an InvalidRequestError
-    naming the flag). `probed` (`wanjax plan`): as stand-ins of what their headers say, nothing decoded."""
-    from wanjax.adapters.media.readers import probed_input, read_input
-    from wanjax.domain.inputs.fields import Entrypoint
-    from wanjax.domain.inputs.reader import VideoSize
-    from wanjax.domain.modes.registry import input_fields, mode_of_inputs
-
-    given = {field.flag: value for field in input_fields() if (value := getattr(args, _dest(field.flag)))}
-    if not given:
-        return {}
-    mode = mode_of_inputs(list(given), model, Entrypoint.CLI)
-    mode.check_model(model())  # before the files are read
-    size = VideoSize(config.sampling.num_frames, config.sampling.height, config.sampling.width)
-    read = probed_input if probed else read_input
-    return {field.name: read(field.kind, given[field.flag], field.flag, size) for field in mode.inputs
-            if field.flag in given}  # fmt: skip
-
-
-def _dest(flag: str) -> str:
-    """argparse's attribute for `flag` (`--pose-video`: pose_video)."""
-    return flag.removeprefix("--").replace("-", "_")
-
-
 def _join_process_group(args: argparse.Namespace) -> None:
     """A multi-process run joins its group before anything else touches JAX; one process does nothing."""
     from wanjax.adapters.jax.platform.distributed import initialize, process_group
@@ -289,6 +260,7 @@ def _generate(args: argparse.Namespace, stops: Stops, *, plan_only: bool = False
     )
     from wanjax.application.presets import resolve_config
     from wanjax.domain.modes.base import ModelTraits
+    from wanjax.entrypoints.flag_inputs import flag_inputs
 
     published = plan_only and _not_downloaded(args)  # planned from its published architecture
     config = resolve_config(args.model, set_overrides(args), read_checkpoint=not published)

@@ -232,7 +232,7 @@ class Speech(GenerationMode):
 def test_a_modes_audio_input_is_a_flag_read_through_the_audio_reader(monkeypatch, tmp_path):
     from test_audio_reader import _tone, _write
 
-    from wanjax.entrypoints.cli import flag_inputs
+    from wanjax.entrypoints.flag_inputs import flag_inputs
 
     monkeypatch.setattr(registry, "MODES", (Speech(), *registry.MODES))
     path = _write(tmp_path / "speech.wav", _tone(8_000, 0.5)[None], 8_000, "pcm_s16le")
