@@ -13,13 +13,17 @@ from wanjax.adapters.media.yuv import rgb_to_yuv420p
 
 
 # x264 settings that keep "same frames, same file": one thread, since the output depends on
-# the thread count; and no B-frames. With B-frames and its macroblock tree on, x264 reads
-# memory it never initialised (valgrind memcheck: 6 uninitialised-value uses inside
-# x264_encoder_encode on a 5-frame 32x48 clip; none with bframes=0, none with mbtree=0), so
-# the file changed with whatever the process's heap held: one macroblock of one B-frame, in
-# about one test run in five under load. Dropping B-frames cost nothing measurable at crf 18
-# (a noisy 17-frame 192x128 clip: 127.7 kB against 127.8 kB with them); mbtree=0 cost 21%.
-X264_OPTIONS = {"threads": "1", "x264-params": "bframes=0"}
+# the thread count; no B-frames; and cpu-independent. x264 reads memory it never initialised
+# (valgrind memcheck, tests/integration/test_mp4_memcheck.py), so the file changed with whatever
+# the process's heap and stack held: with B-frames and its macroblock tree on (6 uses inside
+# x264_encoder_encode on a 5-frame 32x48 clip), and, without B-frames, on every video whose width
+# is an odd number of 16-pixel macroblocks (16, 40, 48, 80, 112, 144 wide; 720-wide portrait 720p
+# too): 2-5 uses of an uninitialised stack value, which changed one keyframe
+# of one video in about one in five runs of tests/integration/test_replicas.py. cpu-independent=1
+# (x264's own switch for the same output on every CPU, which avoids its CPU-specific code paths):
+# none left at any of those widths. Costs measured on a noisy 81-frame 832x480 clip: B-frames off none (127.7 kB
+# against 127.8 kB with them on a 17-frame clip), cpu-independent +0.09% bytes and no time.
+X264_OPTIONS = {"threads": "1", "x264-params": "bframes=0:cpu-independent=1"}
 # Every mp4 is a fragmented one, which plays while it is written (a job's partial content; the CLI's
 # and a job's files are the same bytes): the index (an empty moov) first, then a fragment (moof +
 # mdat) per frame, about 100 bytes each, each on disk once the next frame's packet comes (x264's
