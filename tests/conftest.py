@@ -49,6 +49,15 @@ def pytest_configure(config: pytest.Config) -> None:
         # they make must equal this process's bytes, and torch's fp32 sums depend on its thread count
 
 
+@pytest.fixture(scope="module", autouse=True)
+def torch_threads_as_configured(request: pytest.FixtureRequest) -> None:
+    """Every test file starts with torch on the run's threads, whatever a file before it in this
+    worker set: a video made here is compared byte for byte with one a server or CLI subprocess
+    makes on OMP_NUM_THREADS, and the text encoder's fp32 sums depend on the thread count."""
+    if request.config.getoption("benchmark_skip", default=False) and torch.get_num_threads() != TORCH_THREADS:
+        torch.set_num_threads(TORCH_THREADS)
+
+
 LONGEST_FILES = (
     "integration/test_device_check.py",  # with WANJAX_DEVICE_SMOKE=1 (CI)
     "parity/test_vae_chunking.py",

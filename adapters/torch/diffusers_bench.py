@@ -115,10 +115,8 @@ def time_diffusers_steps(
 ) -> DiffusersSteps:
     """Guided steps on latents [B, F', H', W', C] (B = 2 under guidance), timed after one untimed
     step; with `compile_backend` ("inductor": tuned) the model runs under `torch.compile` and that
-    first step's seconds are its compile time. On the CPU torch gets as many threads as XLA's pool
-    (the cores this process may use)."""
-    if device == "cpu":
-        torch.set_num_threads(len(os.sched_getaffinity(0)))
+    first step's seconds are its compile time. Torch runs on the caller's threads (`run_apart` gives
+    it as many as XLA's pool)."""
     torch.manual_seed(0)
     model = _random_model(spec, TORCH_DTYPES[dtype], device)
     if compile_backend is not None:
@@ -179,8 +177,6 @@ def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled
     [B, F', H', W', z_dim], with diffusers' own tiling when `tiled`; no warm-up: eager torch has no compile."""
     from diffusers import AutoencoderKLWan
 
-    if device == "cpu":
-        torch.set_num_threads(len(os.sched_getaffinity(0)))
     torch.manual_seed(0)
     with torch.device(device):
         vae = AutoencoderKLWan(**diffusers_config(spec)).eval()
@@ -196,7 +192,14 @@ def time_diffusers_decode(spec: VaeSpec, latent_shape: tuple[int, ...], *, tiled
     return time.perf_counter() - start
 
 
+def _all_cores() -> None:
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+
+
 def run_apart(fn: Callable[..., T], *args: object, **kwargs: object) -> T:
-    """`fn(*args, **kwargs)` in a fresh (spawned) process, which returns all its memory on exit."""
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+    """`fn(*args, **kwargs)` in a fresh (spawned) process, which returns all its memory on exit; its
+    torch gets as many threads as XLA's pool (the cores this process may use). The caller's own
+    torch threads stay as they are: its text encoder's sums depend on their number."""
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=1, mp_context=spawn, initializer=_all_cores) as pool:
         return pool.submit(fn, *args, **kwargs).result()
