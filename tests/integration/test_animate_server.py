@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from PIL import Image
 from starlette.testclient import TestClient
+from video_diff import video_difference
 
 from wanjax.adapters.media.readers import read_input
 from wanjax.domain.inputs.reader import VideoSize
@@ -103,7 +104,8 @@ def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_
     assert frames.shape == (FRAMES, HEIGHT, WIDTH, 3)  # the pose video's length, over two segments
     assert steps == [(1, 4), (2, 4), (3, 4), (4, 4)]  # the progress (the job's, the CLI's bar) spans both
     Mp4Sink().write(frames, tmp_path / "cli.mp4", fps=FPS)  # as `wanjax generate` writes it
-    assert runner.files.video(video["id"]).read_bytes() == (tmp_path / "cli.mp4").read_bytes()
+    served_bytes, cli_bytes = runner.files.video(video["id"]).read_bytes(), (tmp_path / "cli.mp4").read_bytes()
+    assert served_bytes == cli_bytes, video_difference(served_bytes, cli_bytes)
 
 
 def _tiny_mp4(tmp_path, frames, height, width):

@@ -14,6 +14,7 @@ import time
 import pytest
 from postgres import own_schema
 from serving import Server
+from video_diff import video_difference
 
 from wanjax.entrypoints.cli import main
 
@@ -178,5 +179,5 @@ def test_kill_9_of_a_replica_mid_job_and_a_restart_lose_no_job_and_run_none_twic
         made[f"replica test {k}"] = out.read_bytes()
     for index, (video_id, video) in enumerate(videos.items()):
         content = replicas[(index + 1) % 3].client.get(f"/v1/videos/{video_id}/content").content  # another replica's
-        assert content == made[video["prompt"]], f"video {video_id} differs from wanjax generate"
+        assert content == made[video["prompt"]], f"video {video_id}: {video_difference(content, made[video['prompt']])}"
     assert not [path for path in cluster["output"].rglob("*") if re.search(r"\.partial-", path.name)]
