@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from wanjax.adapters.checkpoints.gguf_file import PackedTensors
+from wanjax.adapters.checkpoints.original_t5 import fp8_values
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
@@ -126,6 +127,7 @@ class MemoryPlanner:
             held_frames=batch * mode.segment_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
             text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
+            text_encoder_fp8_parameters=fp8_values(checkpoint.weights("text_encoder"), "the text encoder file"),
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,
