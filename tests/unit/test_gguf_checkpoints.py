@@ -14,7 +14,7 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from quantized_files import dequantized, generate, relative_rms, stored, write_gguf
+from quantized_files import dequantized, generate, relative_rms, stored, write_gguf, write_stored
 from official_folders import original_name
 from tiny_wan import TINY_TRANSFORMER, write_tiny_wan_checkpoint
 from transformer_models import assert_close
@@ -120,6 +120,16 @@ def test_quantized_kernels_stay_packed_and_compute_their_dequantized_weights(
     # The same values, multiplied in another order: the dequantized kernel is a computed [out, in]
     # operand inside the step, the reference's a stored [in, out] one (rounding of fp32 sums apart).
     assert_close(_forward(ours), _forward(reference), 1e-5)
+
+
+def test_a_block_type_wanjax_does_not_read_is_refused_naming_it_and_the_types_it_reads(tmp_path):
+    import gguf
+
+    blocks = np.zeros((4, 64 // 32 * 18), np.uint8)  # IQ4_NL: 18 bytes per 32 values, as Q4_0
+    tensors = {"blocks.0.ffn.0.weight": (blocks, gguf.GGMLQuantizationType.IQ4_NL)}
+    path = write_stored(tensors, tmp_path / "iq4.gguf")
+    with pytest.raises(CheckpointError, match=r"IQ4_NL are not supported \(e.g. 'blocks.0.ffn.0.weight'\).*Q4_K"):
+        transformer_weights(path)
 
 
 def test_scanned_layers_in_different_block_types_are_refused_naming_the_fix(wide_checkpoint, tmp_path):
