@@ -21,11 +21,13 @@ from transformer_models import assert_close
 from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.original_names import transformer_weights
+from wanjax.adapters.jax.loading.placement import ShardedPlacement
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
+from wanjax.adapters.jax.transformer.experts import ExpertLoading
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
 from wanjax.application.preflight import check_expert_loras
-from wanjax.domain.errors import CheckpointError
+from wanjax.domain.errors import CheckpointError, ConfigError
 from wanjax.domain.lora import LoraSpec
 
 WIDE = {**TINY_TRANSFORMER, "attention_head_dim": 128, "ffn_dim": 256}  # rows of 256: every block type packs
@@ -130,6 +132,14 @@ def test_a_block_type_wanjax_does_not_read_is_refused_naming_it_and_the_types_it
     path = write_stored(tensors, tmp_path / "iq4.gguf")
     with pytest.raises(CheckpointError, match=r"IQ4_NL are not supported \(e.g. 'blocks.0.ffn.0.weight'\).*Q4_K"):
         transformer_weights(path)
+
+
+def test_a_quantized_transformer_on_a_mesh_is_refused_naming_the_fix(wide_checkpoint, tmp_path):
+    gguf_file = write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q8_0")
+    runtime = TransformerRuntime(dtype=np.float32, param_dtype=np.float32)
+    sharded = ExpertLoading(runtime=runtime, placement=ShardedPlacement({}))
+    with pytest.raises(ConfigError, match="run on one device: set the mesh sizes to 1"):
+        sharded.load(DiffusersCheckpoint(wide_checkpoint).transformer_spec, transformer_weights(gguf_file))
 
 
 def test_scanned_layers_in_different_block_types_are_refused_naming_the_fix(wide_checkpoint, tmp_path):
