@@ -163,7 +163,9 @@ def test_a_scaled_fp8_file_reads_as_its_dequantized_weights(files: EncoderFiles,
         np.testing.assert_array_equal(ours.encode(PROMPTS, 16), want.encode(PROMPTS, 16))
 
 
-def test_the_jax_encoder_keeps_a_scaled_fp8_file_in_fp8_and_the_plan_counts_it(files: EncoderFiles, tmp_path: Path) -> None:
+def test_the_jax_encoder_keeps_a_scaled_fp8_file_in_fp8_and_the_plan_counts_it(
+    files: EncoderFiles, demo_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     scaled, _ = _scaled_fp8_files(files, tmp_path)
     weights = open_weights(scaled)
     tensors = umt5_tensors(weights, str(scaled))
@@ -173,5 +175,21 @@ def test_the_jax_encoder_keeps_a_scaled_fp8_file_in_fp8_and_the_plan_counts_it(f
     assert sorted(kept) == ["down", "embedding", "gate", "k", "o", "q", "up", "v"]
     assert all(w.values.dtype == jnp.float8_e4m3fn and w.scale.shape == w.values.shape[:-2] for w in kept.values())
     assert stacked["blocks"]["q"].values.shape[0] == 2 and stacked["blocks"]["position_bias"].dtype == jnp.float32
-    assert fp8_values(weights, str(scaled)) == sum(w.values.size for w in kept.values())
+    fp8 = sum(w.values.size for w in kept.values())
+    assert fp8_values(weights, str(scaled)) == fp8
     assert fp8_values(open_weights(files.weights), str(files.weights)) == 0
+
+    from wanjax.application.container import build_container
+    from wanjax.application.memory import DeviceSize, MemoryPlanner
+    from wanjax.application.presets import resolve_config
+
+    planned = {}
+    for backend in ("jax", "torch"):
+        monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))
+        given = {"text_encoder_file": str(scaled), "text_encoder_backend": backend, "text_encoder_dtype": "float32"}
+        config = resolve_config("demo", given)
+        container = build_container(config)
+        plan = MemoryPlanner(container.settings(), container.checkpoint(), DeviceSize(2**34, 2**36, "cpu"))
+        planned[backend] = dict(plan.plan(config.request("a fox")).parts)["text encoder weights"]
+    assert planned["torch"] == 4 * weights.parameter_count()  # dequantized into float32
+    assert planned["jax"] == planned["torch"] - (4 - 1) * fp8  # the fp8 values at one byte
