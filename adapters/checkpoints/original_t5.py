@@ -86,10 +86,10 @@ def fp8_tensors(tensors: Mapping[str, np.ndarray]) -> set[str]:
     return kept | (scaled & {"shared.weight"})
 
 
-def fp8_values(weights: Mapping[str, np.ndarray], where: str) -> int:
+def fp8_values(weights: object, where: str) -> int:
     """How many of the text encoder file `weights`' values the JAX encoder keeps in fp8 (`fp8_tensors`),
-    from the headers (nothing dequantized)."""
-    if not is_scaled_fp8(weights):
+    from the headers (nothing dequantized); 0 for weights that are no tensors (a published model's count)."""
+    if not isinstance(weights, Mapping) or not is_scaled_fp8(weights):
         return 0
     tensors = umt5_tensors(weights, where)
     assert isinstance(tensors, RenamedWeights)
