@@ -239,7 +239,9 @@ def _transformer_parts(work: Workload) -> tuple[Parts, Parts]:
     name = "transformer weights" + (", 2 blocks" if streams else ", one expert" if working < experts else "")
     parts = [(name, on_device)]
     if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
-        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
+        # quantized kernels are not copied: their factors sit beside them, about the cache's size again
+        copy = weights if work.packed_kernel_bytes is None else work.request_lora_cache
+        parts.append(("request LoRAs: merged copy, factor cache", copy + work.request_lora_cache))
     if work.kv_cache:
         parts.append(("cross-attention KV cache", _kv_cache(work)))
     if moves_components(work.offload):

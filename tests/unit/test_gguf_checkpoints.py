@@ -18,7 +18,6 @@ from quantized_files import dequantized, generate, relative_rms, stored, write_g
 from official_folders import original_name
 from tiny_wan import TINY_TRANSFORMER, write_tiny_wan_checkpoint
 from transformer_models import assert_close
-from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.jax.loading.placement import ShardedPlacement
@@ -26,9 +25,7 @@ from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
 from wanjax.adapters.jax.transformer.experts import ExpertLoading
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
-from wanjax.application.preflight import check_expert_loras
 from wanjax.domain.errors import CheckpointError, ConfigError
-from wanjax.domain.lora import LoraSpec
 
 WIDE = {**TINY_TRANSFORMER, "attention_head_dim": 128, "ffn_dim": 256}  # rows of 256: every block type packs
 
@@ -194,10 +191,3 @@ def test_packed_kernels_stream_and_move_as_resident_ones_compute(wide_checkpoint
     gguf_file, resident = gguf_generation("Q4_K")
     for offload in ("layers", "components"):
         np.testing.assert_array_equal(generate(wide_checkpoint, transformer_file=gguf_file, offload=offload), resident)
-
-
-def test_loras_on_a_quantized_transformer_are_refused_by_name(wide_checkpoint, tmp_path):
-    gguf_file = write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q8_0")
-    checkpoint = DiffusersCheckpoint(wide_checkpoint, ReplacedFiles(transformer=str(gguf_file)))
-    with pytest.raises(CheckpointError, match="LoRAs on a quantized transformer file"):
-        check_expert_loras(checkpoint, 0, (LoraSpec(str(tmp_path / "style.safetensors")),))
