@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from wanjax.adapters.checkpoints.scaled_fp8 import ScaledFp8Weights, is_scaled_fp8
 from wanjax.adapters.checkpoints.gguf_file import PackedTensors
+from wanjax.adapters.checkpoints.scaled_fp8 import ScaledFp8Weights, is_scaled_fp8
 from wanjax.adapters.checkpoints.weights import RenamedWeights
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.quantization import SCALED_FP8
@@ -47,7 +47,7 @@ def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> Mapping[str, 
     """The encoder's tensors under transformers' names, from the official names or transformers'
     own (a saved `UMT5EncoderModel`); unknown names are kept, for the loader to report. A ComfyUI
     "scaled fp8" file (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`) reads as its dequantized weights,
-    each tensor as it is read."""
+    each tensor as it is read, and as its fp8 values and scales where `fp8_tensors` says."""
     if is_scaled_fp8(weights):
         return _named(ScaledFp8Weights(weights, where), where)
     if "token_embedding.weight" in weights:
