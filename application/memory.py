@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from wanjax.adapters.checkpoints.gguf_file import PackedTensors
+from wanjax.adapters.checkpoints.original_t5 import fp8_values
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
@@ -103,6 +104,7 @@ class MemoryPlanner:
         video = LatentGeometry.of(request, spec, vae)
         geometry = mode.geometry(request, video)  # what is denoised (VACE: its reference frames too)
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
+        text_encoder = checkpoint.weights("text_encoder")
         return Workload(
             transformer=spec,
             num_experts=len(checkpoint.experts),
@@ -125,7 +127,8 @@ class MemoryPlanner:
             vae_encode_frames=mode.encoded_frames(request),
             held_frames=batch * mode.segment_frames(request),
             vae_encode_chunk=settings.vae.encode_chunk,
-            text_encoder_parameters=checkpoint.weights("text_encoder").parameter_count(),
+            text_encoder_parameters=text_encoder.parameter_count(),
+            text_encoder_fp8_parameters=fp8_values(text_encoder, "the text encoder file"),
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
             weight_shards=mesh.fsdp * mesh.tensor,

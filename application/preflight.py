@@ -28,25 +28,32 @@ def check_expert_loras(checkpoint: Any, expert: int, specs: tuple[LoraSpec, ...]
     `expert` by name and shape (the merge's own check, on headers and memory-mapped views), then its
     values read and found finite (files whose identity is in `checked` are not read again; the
     others join it); a CheckpointError naming the file and keys."""
-    from wanjax.adapters.checkpoints.gguf_file import PackedTensors
     from wanjax.adapters.checkpoints.safetensors_file import FileIdentity
     from wanjax.adapters.lora import read_lora, with_loras
 
     if not specs:
         return
-    weights = checkpoint.weights(checkpoint.experts[expert])
-    if isinstance(weights, PackedTensors) and weights.block_kernel_bytes() is not None:
-        raise CheckpointError(
-            f"LoRAs on a quantized transformer file ({checkpoint.experts[expert]}: GGUF or scaled fp8) are not "
-            "supported yet: use its bf16 or fp16 release with LoRAs"
-        )
-    with_loras(weights, specs)
+    with_loras(checkpoint.weights(checkpoint.experts[expert]), specs)
     checked = set() if checked is None else checked
     for spec in specs:
         identity = FileIdentity.of(Path(spec.path).expanduser())
         if identity not in checked:
             read_lora(spec.path).check_values()
             checked.add(identity)
+
+
+def refuse_merging_into_quantized(checkpoint: Any, expert: int) -> None:
+    """A CheckpointError where expert number `expert` is a quantized file (GGUF, scaled fp8): LoRAs merged
+    at load would dequantize it whole; per request they are added to each layer's dequantized kernel."""
+    from wanjax.adapters.checkpoints.gguf_file import PackedTensors
+
+    weights = checkpoint.weights(checkpoint.experts[expert])
+    if isinstance(weights, PackedTensors) and weights.block_kernel_bytes() is not None:
+        raise CheckpointError(
+            f"LoRAs merged at load (--lora) into a quantized transformer file ({checkpoint.experts[expert]}: GGUF "
+            "or scaled fp8) are not supported: give them per request (--set request_loras=true and the "
+            "request's loras), or use its bf16 release"
+        )
 
 
 class RequestLoraCheck:
@@ -114,4 +121,6 @@ class Preflight:
         denoiser = self._settings.denoiser
         per_expert = loras_per_expert(len(self._checkpoint.experts), denoiser.loras, denoiser.loras_low)
         for expert, specs in enumerate(per_expert):
+            if specs:
+                refuse_merging_into_quantized(self._checkpoint, expert)
             check_expert_loras(self._checkpoint, expert, specs)

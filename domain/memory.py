@@ -100,6 +100,9 @@ class Workload:
     text_encoder_parameters: int = 0
     text_encoder_dtype: str = "float32"
     text_encoder_backend: str = "torch"
+    # Of `text_encoder_parameters`, those the JAX encoder keeps in fp8 (a scaled fp8 file's Linear kernels
+    # and token embedding: one byte each); the torch encoder dequantizes them into `text_encoder_dtype`.
+    text_encoder_fp8_parameters: int = 0
     weight_shards: int = 1
     request_lora_cache: int | None = None
     row_shards: int = 1
@@ -199,10 +202,10 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
     vae = [("VAE weights", work.vae_parameters * DTYPE_BYTES[work.vae_dtype])] if work.vae is not None else []
     text, movable_text = [], []
     if work.text_encoder_parameters and work.text_encoder_backend == "jax":  # torch's is in host memory off CPU
-        movable_text = [("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype])]
+        movable_text = [("text encoder weights", _text_encoder_weights(work))]
     elif platform == "cpu" and work.text_encoder_parameters:
         text = [
-            ("text encoder weights", work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]),
+            ("text encoder weights", _text_encoder_weights(work)),
             ("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME),  # unless the prompts are cached
         ]
     if work.held_frames:  # uint8 RGB, one segment's whatever the video's length
@@ -236,7 +239,9 @@ def _transformer_parts(work: Workload) -> tuple[Parts, Parts]:
     name = "transformer weights" + (", 2 blocks" if streams else ", one expert" if working < experts else "")
     parts = [(name, on_device)]
     if work.request_lora_cache is not None:  # the copy bounded by every weight a LoRA could change
-        parts.append(("request LoRAs: merged copy, factor cache", weights + work.request_lora_cache))
+        # quantized kernels are not copied: their factors sit beside them, about the cache's size again
+        copy = weights if work.packed_kernel_bytes is None else work.request_lora_cache
+        parts.append(("request LoRAs: merged copy, factor cache", copy + work.request_lora_cache))
     if work.kv_cache:
         parts.append(("cross-attention KV cache", _kv_cache(work)))
     if moves_components(work.offload):
@@ -260,8 +265,14 @@ def moved_bytes(work: Workload, steps: int) -> tuple[int, int]:
         uses = (work.vae is not None) + (work.vae is not None and work.vae_encode_frames > 0)
         per_run += uses * work.vae_parameters * DTYPE_BYTES[work.vae_dtype]
         if work.text_encoder_backend == "jax":
-            per_run += work.text_encoder_parameters * DTYPE_BYTES[work.text_encoder_dtype]
+            per_run += _text_encoder_weights(work)
     return per_step, per_run
+
+
+def _text_encoder_weights(work: Workload) -> int:
+    """The text encoder's weights' bytes as its backend holds them: the JAX one's fp8 values in fp8."""
+    fp8 = work.text_encoder_fp8_parameters if work.text_encoder_backend == "jax" else 0
+    return (work.text_encoder_parameters - fp8) * DTYPE_BYTES[work.text_encoder_dtype] + fp8
 
 
 def _stored_bytes(work: Workload) -> tuple[float, int]:

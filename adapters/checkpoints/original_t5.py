@@ -10,15 +10,19 @@ final norm. The names differ only; the mapping is ours, from the two modules' co
 
 from __future__ import annotations
 
+import math
 import re
+from collections import defaultdict
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from wanjax.adapters.checkpoints.gguf_file import PackedTensors
 from wanjax.adapters.checkpoints.scaled_fp8 import ScaledFp8Weights, is_scaled_fp8
 from wanjax.adapters.checkpoints.weights import RenamedWeights
 from wanjax.domain.errors import CheckpointError
+from wanjax.domain.quantization import SCALED_FP8
 
 BLOCK = {
     "norm1.weight": "layer.0.layer_norm.weight",
@@ -36,13 +40,14 @@ TOP = {"token_embedding.weight": "shared.weight", "norm.weight": "encoder.final_
 EMBEDDINGS = ("shared.weight", "encoder.embed_tokens.weight")  # tied in transformers
 MAX_DISTANCE = 128  # T5RelativeEmbedding's max_dist
 _BLOCK = re.compile(r"blocks\.(\d+)\.(.+)")
+_LINEAR = re.compile(r"encoder\.block\.\d+\.(layer\.0\.SelfAttention\.[qkvo]|layer\.1\.DenseReluDense\.w\w+)\.weight")
 
 
 def umt5_tensors(weights: Mapping[str, np.ndarray], where: str) -> Mapping[str, np.ndarray]:
     """The encoder's tensors under transformers' names, from the official names or transformers'
     own (a saved `UMT5EncoderModel`); unknown names are kept, for the loader to report. A ComfyUI
     "scaled fp8" file (`umt5_xxl_fp8_e4m3fn_scaled.safetensors`) reads as its dequantized weights,
-    each tensor as it is read."""
+    each tensor as it is read, and as its fp8 values and scales where `fp8_tensors` says."""
     if is_scaled_fp8(weights):
         return _named(ScaledFp8Weights(weights, where), where)
     if "token_embedding.weight" in weights:
@@ -66,6 +71,31 @@ def _named(weights: Mapping[str, np.ndarray], where: str) -> RenamedWeights:
     return RenamedWeights(weights, rename, tied)
 
 
+def fp8_tensors(tensors: Mapping[str, np.ndarray]) -> set[str]:
+    """The tensors of `umt5_tensors(...)` the JAX encoder keeps in fp8 with their scales: of a scaled fp8
+    file, the token embedding and each Linear kernel whose every layer it stores as scaled e4m3 (a
+    layer stack holds one type); empty for other files. The rest is read dequantized."""
+    if not isinstance(tensors, PackedTensors):
+        return set()
+    scaled = {name for name in tensors if tensors.block_type(name) == SCALED_FP8}
+    stacks: dict[str, list[str]] = defaultdict(list)
+    for name in tensors:
+        if linear := _LINEAR.fullmatch(name):
+            stacks[linear[1]].append(name)
+    kept = {name for layers in stacks.values() if scaled.issuperset(layers) for name in layers}
+    return kept | (scaled & {"shared.weight"})
+
+
+def fp8_values(weights: object, where: str) -> int:
+    """How many of the text encoder file `weights`' values the JAX encoder keeps in fp8 (`fp8_tensors`),
+    from the headers (nothing dequantized); 0 for weights that are no tensors (a published model's count)."""
+    if not isinstance(weights, Mapping) or not is_scaled_fp8(weights):
+        return 0
+    tensors = umt5_tensors(weights, where)
+    assert isinstance(tensors, RenamedWeights)
+    return sum(math.prod(tensors.shape(name)) for name in fp8_tensors(tensors))
+
+
 def _umt5_name(original: str) -> str:
     block = _BLOCK.fullmatch(original)
     if block and block[2] in BLOCK:
@@ -83,8 +113,9 @@ def umt5_config(tensors: Mapping[str, np.ndarray], where: str) -> dict[str, Any]
     missing = [name for name in names if name not in tensors]
     if missing:
         raise CheckpointError(f"{where}: no tensors {missing}; not a UMT5 encoder (Wan's umt5-xxl)")
-    vocab_size, d_model = tensors["shared.weight"].shape
-    inner, buckets_heads, d_ff = (tensors[name].shape for name in names)
+    shape = tensors.shape if isinstance(tensors, RenamedWeights) else lambda name: tensors[name].shape
+    vocab_size, d_model = shape("shared.weight")
+    inner, buckets_heads, d_ff = (shape(name) for name in names)
     buckets, heads = buckets_heads
     layers = len({int(m[1]) for name in tensors if (m := re.match(r"encoder\.block\.(\d+)\.", name))})
     return dict(

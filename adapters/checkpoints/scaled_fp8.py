@@ -6,7 +6,7 @@ A weight `X.weight` stored in fp8 with `X.scale_weight` is worth `X.weight` (as 
 scales (`X.scale_input`, for the fp8 matmuls ComfyUI may run; wanjax's own `matmul_dtype` scales
 its operands itself): a scaled weight comes back dequantized, as any mapping's tensors; through
 `block_type` / `packed` / `scale` a 2-D one also reads as its fp8 values and scale, which the
-transformer keeps as they are on the device (`ScaledKernel`).
+transformer and the JAX text encoder keep as they are on the device (`ScaledKernel`).
 """
 
 from __future__ import annotations

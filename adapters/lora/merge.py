@@ -60,6 +60,8 @@ class _Shapes(Mapping[str, tuple[int, ...]]):
         self._tensors = tensors
 
     def __getitem__(self, name: str) -> tuple[int, ...]:
+        if hasattr(self._tensors, "shape"):  # from the headers: a quantized tensor is not dequantized
+            return tuple(self._tensors.shape(name))
         return tuple(self._tensors[name].shape)
 
     def __contains__(self, name: object) -> bool:

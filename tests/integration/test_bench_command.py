@@ -65,10 +65,18 @@ def test_a_step_cache_reports_the_steps_it_skipped_and_the_mean_step(tmp_path, c
     assert (dense["cache_policy"], dense["steps_skipped"]) == ("none", 0)
 
 
-def test_real_architecture_cut_to_one_layer(tmp_path):
-    record = _bench(tmp_path, "--model", "wan2.1-t2v-1.3b", "--layers", "1", "--steps", "1", *TINY)
-    _check_consistent(record, attrs.evolve(WAN21_T2V_1_3B, num_layers=1), [2, 2, 4, 4, 16], 512)
+def test_real_architecture_cut_to_one_layer_and_with_gguf_kernels_beside_it(tmp_path):
+    """The same shape with the blocks' kernels as Q4_K blocks (`--kernels`, issue 44 item 5): its step
+    time and peak reported as the unquantized run's are, its planned weights at 0.5625 bytes a value."""
+    args = ("--model", "wan2.1-t2v-1.3b", "--layers", "1", "--steps", "1", *TINY)
+    record, packed = _bench(tmp_path, *args), _bench(tmp_path, *args, "--kernels", "Q4_K")
+    for run in (record, packed):
+        _check_consistent(run, attrs.evolve(WAN21_T2V_1_3B, num_layers=1), [2, 2, 4, 4, 16], 512)
     assert record["layers"] == 1 and "vae_seconds" not in record
+    assert (record["weights_dtype"], packed["weights_dtype"]) == ("float32", "Q4_K")
+    _, kernels = transformer_parameters(attrs.evolve(WAN21_T2V_1_3B, num_layers=1))
+    saved = record["planned_peak_memory_bytes"] - packed["planned_peak_memory_bytes"]
+    assert saved == pytest.approx(kernels * (4 - 0.5625), rel=0.01)
 
 
 def test_final_latents_written_for_comparison(tmp_path):

@@ -14,16 +14,18 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax.numpy as jnp
 import ml_dtypes
 import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
 from wanjax.adapters.checkpoints.checkpoint import EncoderFiles
-from wanjax.adapters.checkpoints.original_t5 import BLOCK, TOP
+from wanjax.adapters.checkpoints.original_t5 import BLOCK, TOP, fp8_values, umt5_config, umt5_tensors
 from wanjax.adapters.checkpoints.weights import open_weights
 from wanjax.adapters.jax.text.encoder import JaxUmt5TextEncoder
-from wanjax.adapters.jax.text.umt5 import Umt5Spec, relative_buckets
+from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
+from wanjax.adapters.jax.text.umt5 import Umt5Spec, relative_buckets, stack_weights
 from wanjax.adapters.text.tokenizer import FastTokenizer
 from wanjax.adapters.torch.umt5 import Umt5TextEncoder
 from wanjax.domain.config import GenerationConfig
@@ -132,9 +134,10 @@ def test_a_new_prompt_with_the_jax_encoder_never_imports_torch(demo_cache: Path,
     assert np.abs(videos["jax"] - videos["torch"]).max() <= 1
 
 
-def test_a_scaled_fp8_file_reads_as_its_dequantized_weights(files: EncoderFiles, tmp_path: Path) -> None:
-    """ComfyUI's `umt5_xxl_fp8_e4m3fn_scaled.safetensors` layout: transformers' names, each 2-D weight in
-    e4m3 with its `scale_weight`, the `scaled_fp8` marker; both backends read the dequantized weights."""
+def _scaled_fp8_files(files: EncoderFiles, tmp_path: Path) -> tuple[Path, Path]:
+    """ComfyUI's `umt5_xxl_fp8_e4m3fn_scaled.safetensors` layout of the demo encoder's random weights:
+    transformers' names, each 2-D weight in e4m3 with its `scale_weight`, the `scaled_fp8` marker; and
+    the weights it holds, dequantized, as a plain file."""
     from quantized_files import scaled_fp8
 
     scaled, held = {"scaled_fp8": np.zeros(2, ml_dtypes.float8_e4m3fn)}, {}
@@ -148,7 +151,45 @@ def test_a_scaled_fp8_file_reads_as_its_dequantized_weights(files: EncoderFiles,
             scaled[name] = held[name] = tensor
     save_file(scaled, tmp_path / "umt5_fp8_scaled.safetensors")
     save_file(held, tmp_path / "umt5_dequantized.safetensors")
+    return tmp_path / "umt5_fp8_scaled.safetensors", tmp_path / "umt5_dequantized.safetensors"
+
+
+def test_a_scaled_fp8_file_reads_as_its_dequantized_weights(files: EncoderFiles, tmp_path: Path) -> None:
+    """Both backends: the JAX one keeping the file's fp8 (next test), torch's dequantized on load."""
+    scaled, dequantized = _scaled_fp8_files(files, tmp_path)
     for encoder in (JaxUmt5TextEncoder, Umt5TextEncoder):
-        ours = encoder.from_files(EncoderFiles(tmp_path / "umt5_fp8_scaled.safetensors", files.preprocessing), dtype="float32")
-        want = encoder.from_files(EncoderFiles(tmp_path / "umt5_dequantized.safetensors", files.preprocessing), dtype="float32")
-        np.testing.assert_array_equal(ours.encode(PROMPTS[:2], 16), want.encode(PROMPTS[:2], 16))
+        ours = encoder.from_files(EncoderFiles(scaled, files.preprocessing), dtype="float32")
+        want = encoder.from_files(EncoderFiles(dequantized, files.preprocessing), dtype="float32")
+        np.testing.assert_array_equal(ours.encode(PROMPTS, 16), want.encode(PROMPTS, 16))
+
+
+def test_the_jax_encoder_keeps_a_scaled_fp8_file_in_fp8_and_the_plan_counts_it(
+    files: EncoderFiles, demo_cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scaled, _ = _scaled_fp8_files(files, tmp_path)
+    weights = open_weights(scaled)
+    tensors = umt5_tensors(weights, str(scaled))
+    stacked = stack_weights(tensors, umt5_config(tensors, str(scaled))["num_layers"], jnp.float32)
+    kept = {name: w for name, w in [("embedding", stacked["embedding"]), *stacked["blocks"].items()]
+            if isinstance(w, ScaledKernel)}  # fmt: skip
+    assert sorted(kept) == ["down", "embedding", "gate", "k", "o", "q", "up", "v"]
+    assert all(w.values.dtype == jnp.float8_e4m3fn and w.scale.shape == w.values.shape[:-2] for w in kept.values())
+    assert stacked["blocks"]["q"].values.shape[0] == 2 and stacked["blocks"]["position_bias"].dtype == jnp.float32
+    fp8 = sum(w.values.size for w in kept.values())
+    assert fp8_values(weights, str(scaled)) == fp8
+    assert fp8_values(open_weights(files.weights), str(files.weights)) == 0
+
+    from wanjax.application.container import build_container
+    from wanjax.application.memory import DeviceSize, MemoryPlanner
+    from wanjax.application.presets import resolve_config
+
+    planned = {}
+    for backend in ("jax", "torch"):
+        monkeypatch.setenv("WANJAX_CACHE", str(demo_cache.parent))
+        given = {"text_encoder_file": str(scaled), "text_encoder_backend": backend, "text_encoder_dtype": "float32"}
+        config = resolve_config("demo", given)
+        container = build_container(config)
+        plan = MemoryPlanner(container.settings(), container.checkpoint(), DeviceSize(2**34, 2**36, "cpu"))
+        planned[backend] = dict(plan.plan(config.request("a fox")).parts)["text encoder weights"]
+    assert planned["torch"] == 4 * weights.parameter_count()  # dequantized into float32
+    assert planned["jax"] == planned["torch"] - (4 - 1) * fp8  # the fp8 values at one byte

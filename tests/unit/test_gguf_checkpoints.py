@@ -14,19 +14,18 @@ import pytest
 from flax import nnx
 from safetensors.numpy import load_file, save_file
 
-from quantized_files import dequantized, generate, relative_rms, stored, write_gguf
+from quantized_files import dequantized, generate, relative_rms, stored, write_gguf, write_stored
 from official_folders import original_name
 from tiny_wan import TINY_TRANSFORMER, write_tiny_wan_checkpoint
 from transformer_models import assert_close
-from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.original_names import transformer_weights
+from wanjax.adapters.jax.loading.placement import ShardedPlacement
 from wanjax.adapters.jax.platform.packed_kernel import PackedKernel
+from wanjax.adapters.jax.transformer.experts import ExpertLoading
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
-from wanjax.application.preflight import check_expert_loras
-from wanjax.domain.errors import CheckpointError
-from wanjax.domain.lora import LoraSpec
+from wanjax.domain.errors import CheckpointError, ConfigError
 
 WIDE = {**TINY_TRANSFORMER, "attention_head_dim": 128, "ffn_dim": 256}  # rows of 256: every block type packs
 
@@ -122,6 +121,24 @@ def test_quantized_kernels_stay_packed_and_compute_their_dequantized_weights(
     assert_close(_forward(ours), _forward(reference), 1e-5)
 
 
+def test_a_block_type_wanjax_does_not_read_is_refused_naming_it_and_the_types_it_reads(tmp_path):
+    import gguf
+
+    blocks = np.zeros((4, 64 // 32 * 18), np.uint8)  # IQ4_NL: 18 bytes per 32 values, as Q4_0
+    tensors = {"blocks.0.ffn.0.weight": (blocks, gguf.GGMLQuantizationType.IQ4_NL)}
+    path = write_stored(tensors, tmp_path / "iq4.gguf")
+    with pytest.raises(CheckpointError, match=r"IQ4_NL are not supported \(e.g. 'blocks.0.ffn.0.weight'\).*Q4_K"):
+        transformer_weights(path)
+
+
+def test_a_quantized_transformer_on_a_mesh_is_refused_naming_the_fix(wide_checkpoint, tmp_path):
+    gguf_file = write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q8_0")
+    runtime = TransformerRuntime(dtype=np.float32, param_dtype=np.float32)
+    sharded = ExpertLoading(runtime=runtime, placement=ShardedPlacement({}))
+    with pytest.raises(ConfigError, match="run on one device: set the mesh sizes to 1"):
+        sharded.load(DiffusersCheckpoint(wide_checkpoint).transformer_spec, transformer_weights(gguf_file))
+
+
 def test_scanned_layers_in_different_block_types_are_refused_naming_the_fix(wide_checkpoint, tmp_path):
     tensors = tensors_of(wide_checkpoint)
     first_block = {name: "Q8_0" for name in tensors if name.startswith("blocks.0.")}
@@ -174,10 +191,3 @@ def test_packed_kernels_stream_and_move_as_resident_ones_compute(wide_checkpoint
     gguf_file, resident = gguf_generation("Q4_K")
     for offload in ("layers", "components"):
         np.testing.assert_array_equal(generate(wide_checkpoint, transformer_file=gguf_file, offload=offload), resident)
-
-
-def test_loras_on_a_quantized_transformer_are_refused_by_name(wide_checkpoint, tmp_path):
-    gguf_file = write_gguf(tensors_of(wide_checkpoint), tmp_path / "wan.gguf", "Q8_0")
-    checkpoint = DiffusersCheckpoint(wide_checkpoint, ReplacedFiles(transformer=str(gguf_file)))
-    with pytest.raises(CheckpointError, match="LoRAs on a quantized transformer file"):
-        check_expert_loras(checkpoint, 0, (LoraSpec(str(tmp_path / "style.safetensors")),))

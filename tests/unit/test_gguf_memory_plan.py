@@ -43,6 +43,15 @@ def test_a14b_720p_with_q4_k_experts_fits_24_gib_with_one_expert_on_the_device()
     assert _least_offload(attrs.evolve(A14B_720P81, packed_kernel_bytes=bytes_per_value("Q4_K"))) == "components"
 
 
+def test_request_loras_on_packed_kernels_count_their_factors_not_a_second_copy():
+    cache = 1024 * 2**20
+    part = "request LoRAs: merged copy, factor cache"
+    plain = dict(plan_memory(attrs.evolve(A14B_720P81, request_lora_cache=cache), platform="gpu", available=None).parts)
+    q4_k = attrs.evolve(A14B_720P81, request_lora_cache=cache, packed_kernel_bytes=bytes_per_value("Q4_K"))
+    packed = dict(plan_memory(q4_k, platform="gpu", available=None).parts)
+    assert packed[part] == 2 * cache and plain[part] == _weights(A14B_720P81) + cache
+
+
 def _write(path, types: dict[str, str]):
     rng = np.random.default_rng(0)
     return write_stored({name: stored(rng.normal(size=(8, 256)), kind) for name, kind in types.items()}, path)

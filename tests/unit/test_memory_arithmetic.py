@@ -118,6 +118,14 @@ def test_the_text_encoder_counts_only_where_it_shares_the_memory():
     assert "text encoder runtime (torch)" not in _parts(on_device, "cpu")
 
 
+def test_a_scaled_fp8_text_encoder_counts_its_fp8_values_at_one_byte_on_the_jax_encoder():
+    work = attrs.evolve(WAN13_480P81, text_encoder_parameters=5_700_000_000, text_encoder_dtype="bfloat16",
+                        text_encoder_fp8_parameters=5_600_000_000)  # fmt: skip
+    on_device = attrs.evolve(work, text_encoder_backend="jax")
+    assert _parts(on_device, "gpu")["text encoder weights"] == 5_600_000_000 + 2 * 100_000_000
+    assert _parts(work, "cpu")["text encoder weights"] == 11_400_000_000  # torch dequantizes it on load
+
+
 def test_a_plan_that_does_not_fit_names_the_fixes():
     work = attrs.evolve(WAN13_480P81, attention="xla")
     plan = plan_memory(work, platform="gpu", available=80 * GIB)

@@ -7,7 +7,8 @@ kernel is quantised by the same cast as at load). One executable per tensor shap
 delta ranks serves every layer and every LoRA of those ranks; layers, scales and factors are
 arguments, so a new scale compiles nothing. A stacked parameter's layers are merged one after
 the other into one copy inside one executable (a float32 temporary the size of one layer, not of
-the stack). Parameters no LoRA touches are the base arrays themselves.
+the stack). Parameters no LoRA touches are the base arrays themselves. A quantized kernel (GGUF
+blocks, scaled fp8) is not merged: it keeps its LoRAs' factors beside it (`quantized.LoraKernel`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import numpy as np
 from flax import nnx
 
 from wanjax.adapters.jax.lora.factors import DeviceDelta, DeviceLora
+from wanjax.adapters.jax.lora.quantized import Terms, lora_kernel
 from wanjax.adapters.jax.platform.compiled import CompiledFunction
+from wanjax.adapters.jax.transformer.packed_weights import STORED_KERNELS
 from wanjax.adapters.jax.transformer.weight_names import Path, Slot
-
-Terms = tuple[tuple[DeviceDelta, np.float32], ...]  # each delta with its LoRA's scale, in order
 
 
 def merged_tensor(
@@ -101,6 +102,13 @@ def merged_parameters(
         slot = slots[target]
         by_parameter.setdefault(slot.path, []).append((slot, tuple(items)))
     flat = list(nnx.to_flat_state(base))
-    merged = {path: merges.parameter(variable.get_value(), by_parameter[path])
+    merged = {path: _merged(variable.get_value(), by_parameter[path], merges)
               for path, variable in flat if path in by_parameter}  # fmt: skip
     return nnx.from_flat_state([(path, v.replace(merged[path]) if path in merged else v) for path, v in flat])
+
+
+def _merged(base: Any, targets: Sequence[tuple[Slot, Terms]], merges: ParameterMerges) -> Any:
+    """A merged copy of parameter `base`; a quantized kernel kept so, with the factors beside it."""
+    if isinstance(base, STORED_KERNELS):
+        return lora_kernel(base, targets)
+    return merges.parameter(base, targets)

@@ -58,7 +58,11 @@ class PackedKernel:
         """`kernel[...]`: the dequantized kernel [..., in, out] in `dtype`."""
         if index is not Ellipsis:
             raise TypeError("a PackedKernel is read whole (kernel[...]); slice the dequantized array")
-        return jnp.swapaxes(dequantize(jnp.asarray(self.blocks), self.block_type).astype(self.dtype), -1, -2)
+        return self.read_as(self.dtype)
+
+    def read_as(self, dtype: DTypeLike) -> jax.Array:
+        """The dequantized kernel [..., in, out] in `dtype`."""
+        return jnp.swapaxes(dequantize(jnp.asarray(self.blocks), self.block_type).astype(dtype), -1, -2)
 
     def __repr__(self) -> str:
         return f"PackedKernel({self.block_type}, shape={self.shape}, dtype={self.dtype.name})"

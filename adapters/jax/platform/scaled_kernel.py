@@ -49,8 +49,12 @@ class ScaledKernel:
         """`kernel[...]`: the dequantized kernel [..., in, out] in `dtype`."""
         if index is not Ellipsis:
             raise TypeError("a ScaledKernel is read whole (kernel[...]); slice the dequantized array")
+        return self.read_as(self.dtype)
+
+    def read_as(self, dtype: DTypeLike) -> jax.Array:
+        """The dequantized kernel [..., in, out] in `dtype`."""
         values = jnp.asarray(self.values).astype(jnp.float32)
-        return (values * jnp.asarray(self.scale)[..., None, None]).astype(self.dtype)
+        return (values * jnp.asarray(self.scale)[..., None, None]).astype(dtype)
 
     def __repr__(self) -> str:
         return f"ScaledKernel(shape={self.shape}, dtype={self.dtype.name})"

@@ -5,6 +5,11 @@ embedding; per block a pre-norm self-attention with no 1/sqrt(d) scaling and its
 relative-position bias table, then a pre-norm gated tanh-GELU feed-forward; a final norm.
 Norms are T5's: x / rms(x) * weight, with no mean and no bias. The blocks run as one
 `lax.scan` over weights stacked [layers, ...], so compile time does not grow with depth.
+
+A ComfyUI scaled fp8 file's Linear kernels and token embedding (`original_t5.fp8_tensors`) stay
+in fp8 on the device as `ScaledKernel`s, their values times their per-tensor scales; each is
+dequantized where it is read, one layer's inside the scan, the embedding's gathered rows only. That
+is the file's own dequantization, so a float32 encoder computes with exactly the dequantized weights.
 """
 
 from __future__ import annotations
@@ -18,6 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from wanjax.adapters.checkpoints.original_t5 import fp8_tensors
+from wanjax.adapters.jax.platform.scaled_kernel import ScaledKernel
 from wanjax.domain.errors import CheckpointError
 
 BLOCK_WEIGHTS = {  # ours: transformers' name inside encoder.block.{i}., and whether it is a Linear
@@ -74,22 +81,39 @@ def relative_buckets(length: int, spec: Umt5Spec) -> np.ndarray:
 
 
 def stack_weights(tensors: Mapping[str, np.ndarray], num_layers: int, dtype: Any) -> dict[str, Any]:
-    """Our weights from transformers-named tensors: Linear kernels as [in, out], blocks stacked."""
+    """Our weights from transformers-named tensors: Linear kernels as [in, out], blocks stacked; those
+    a scaled fp8 file keeps in fp8 (`fp8_tensors`) as `ScaledKernel`s read as `dtype`."""
+    fp8 = fp8_tensors(tensors)
 
     def tensor(name: str) -> np.ndarray:
         if name not in tensors:
             raise CheckpointError(f"the UMT5 encoder has no tensor {name}")
         return np.asarray(tensors[name])
 
-    blocks = {}
-    for ours, (name, linear) in BLOCK_WEIGHTS.items():
-        layers = [tensor(f"encoder.block.{i}.{name}") for i in range(num_layers)]
-        blocks[ours] = jnp.asarray(np.stack([w.T if linear else w for w in layers]), dtype)
+    def stored(names: list[str], linear: bool, stack: Any = np.stack) -> Any:  # stacked [layers, ...]
+        turned = (lambda a: a.T) if linear else (lambda a: a)  # noqa: E731
+        if names[0] not in fp8:
+            return jnp.asarray(stack([turned(tensor(n)) for n in names]), dtype)
+        values = stack([turned(tensors.packed(n)) for n in names])  # type: ignore[attr-defined]
+        scales = stack([np.float32(tensors.scale(n)) for n in names])  # type: ignore[attr-defined]
+        return ScaledKernel(jnp.asarray(values), jnp.asarray(scales, jnp.float32), dtype)
+
+    blocks = {
+        ours: stored([f"encoder.block.{i}.{name}" for i in range(num_layers)], linear)
+        for ours, (name, linear) in BLOCK_WEIGHTS.items()
+    }
     return {
-        "embedding": jnp.asarray(tensor("shared.weight"), dtype),
+        "embedding": stored(["shared.weight"], False, stack=lambda arrays: arrays[0]),
         "blocks": blocks,
         "final_norm": jnp.asarray(tensor("encoder.final_layer_norm.weight"), dtype),
     }
+
+
+def _embedded(table: jax.Array | ScaledKernel, token_ids: jax.Array) -> jax.Array:
+    """Rows `token_ids` of the embedding `table` [V, D]; of a scaled fp8 one, only those dequantized."""
+    if not isinstance(table, ScaledKernel):
+        return table[token_ids]
+    return (jnp.asarray(table.values)[token_ids].astype(jnp.float32) * table.scale).astype(table.dtype)
 
 
 def _norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
@@ -107,16 +131,17 @@ def encode(weights: Mapping[str, Any], token_ids: jax.Array, mask: jax.Array, sp
 
     def block(x: jax.Array, w: Mapping[str, jax.Array]) -> tuple[jax.Array, None]:
         h = _norm(x, w["attention_norm"], eps)
-        q, k, v = ((h @ w[name]).reshape(b, length, heads, width) for name in ("q", "k", "v"))
+        # w[name][...]: a kernel as an array, a `ScaledKernel` dequantized (one layer's, here)
+        q, k, v = ((h @ w[name][...]).reshape(b, length, heads, width) for name in ("q", "k", "v"))
         bias = jnp.transpose(w["position_bias"][buckets], (2, 0, 1))[None]  # [1, N, L, L]
         logits = jnp.einsum("bqnh,bknh->bnqk", q, k, preferred_element_type=jnp.float32)
         probs = jax.nn.softmax(logits + bias.astype(jnp.float32) + masked, axis=-1).astype(v.dtype)
         attended = jnp.einsum("bnqk,bknh->bqnh", probs, v).reshape(b, length, heads * width)
-        x = x + attended @ w["o"]
+        x = x + attended @ w["o"][...]
         h = _norm(x, w["ffn_norm"], eps)
-        gate = jax.nn.gelu(h @ w["gate"], approximate=True)
-        return x + (gate * (h @ w["up"])) @ w["down"], None
+        gate = jax.nn.gelu(h @ w["gate"][...], approximate=True)
+        return x + (gate * (h @ w["up"][...])) @ w["down"][...], None
 
-    x = weights["embedding"][token_ids]
+    x = _embedded(weights["embedding"], token_ids)
     x, _ = jax.lax.scan(block, x, weights["blocks"])
     return _norm(x, weights["final_norm"], eps)

@@ -57,7 +57,10 @@ class ExpertLoading:
         layout = storage_layout(model, self.kernel_dtype, tensors)
         packed = has_packed(layout)
         if packed and isinstance(self.placement, ShardedPlacement):
-            raise ConfigError("a GGUF transformer's packed kernels run on one device: set the mesh sizes to 1")
+            raise ConfigError(
+                "a quantized transformer file's kernels (GGUF blocks, scaled fp8) run on one device: set the mesh "
+                "sizes to 1, or shard its bf16 release"
+            )
         key = None
         if self.cache is not None and isinstance(tensors, TensorFiles) and not packed:  # GGUF: read as stored
             key = cache_key(tensors.identity(), layout, extra=(repr(spec), f"scan={self.runtime.scan_layers}"))
