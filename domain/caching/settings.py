@@ -61,6 +61,11 @@ class _CacheSettingsMethods:
         return [(policy, section) for policy, section in sections if policy.is_on(self.policy, section)]
 
 
+def policy_keys(policy: str) -> tuple[str, ...]:
+    """The keys of `policy`'s own settings section (none for `none`)."""
+    return tuple(field.name for field in attrs.fields(REGISTRY[policy].settings)) if policy in REGISTRY else ()
+
+
 def _flat_fields() -> dict[str, Any]:
     """policy, model, then every section's fields as they are declared (their validators run when
     the section is made)."""
