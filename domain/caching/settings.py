@@ -15,7 +15,7 @@ import attrs
 
 from wanjax.domain.caching.checks import one_of
 from wanjax.domain.caching.combinations import check_combination
-from wanjax.domain.caching.policy import CachePolicy
+from wanjax.domain.caching.policy import CachePolicy, HeldState
 from wanjax.domain.caching.published import PUBLISHED, PublishedCalibration, published_calibration
 from wanjax.domain.caching.registry import REGISTRY
 from wanjax.domain.specs import TransformerSpec
@@ -54,6 +54,10 @@ class _CacheSettingsMethods:
         """Refuses, before the model loads, a policy this request turns on that `transformer` cannot run."""
         for policy, section in self.policies_on():
             policy.check_model(section, transformer)
+
+    def held(self) -> HeldState:
+        """What the step caches this request turns on keep on the device from step to step."""
+        return sum((policy.held(section) for policy, section in self.policies_on()), HeldState())
 
     def policies_on(self) -> list[tuple[CachePolicy, Any]]:
         """The policies this request turns on, each with its section."""
