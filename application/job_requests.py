@@ -100,7 +100,7 @@ def validated_request(
             *(_stand_in_side(fields.get(name, getattr(config.sampling, name))) for name in ("height", "width")),
         )
         shapes = media_shapes(files, mode, size)
-        cache = request_cache(fields, config)
+        cache = _client_cache(fields, config)
         request = config.request(prompt, **fields, cache=cache, **stand_in_media(shapes, mode, size))
         service.check([request])
         check_memory(request)
@@ -153,7 +153,7 @@ def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> Gener
     return config.request(fields.pop("prompt"), **fields, cache=cache, **stand_in_media(shapes, mode, size))
 
 
-def request_cache(fields: dict[str, Any], config: GenerationConfig) -> CacheSettings:
+def _client_cache(fields: dict[str, Any], config: GenerationConfig) -> CacheSettings:
     """Takes a client's step cache keys out of `fields`: `config`'s cache with them over it, each
     parsed and checked as `--set` gives it (an InvalidRequestError names the key)."""
     return _with_cache(config, _cache_keys(fields))

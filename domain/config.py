@@ -208,8 +208,9 @@ def cache_values(cache: CacheSettings) -> dict[str, Any]:
     """`cache` as flat keys, JSON values (lists for tuples): `cache_policy` and every key not at its
     generic default, which `GenerationConfig().with_cache` reads back as `cache`."""
     generic = CacheSettings()
-    values = {key: getattr(cache, ROUTES[key][1].name) for key in CACHE_KEYS}
-    changed = {key: value for key, value in values.items() if key == "cache_policy" or value != getattr(generic, ROUTES[key][1].name)}
+    names = {key: ROUTES[key][1].name for key in CACHE_KEYS}
+    changed = {key: getattr(cache, name) for key, name in names.items()
+               if key == "cache_policy" or getattr(cache, name) != getattr(generic, name)}  # fmt: skip
     return {key: list(value) if isinstance(value, tuple) else value for key, value in changed.items()}
 
 
