@@ -10,8 +10,8 @@ merged copy of them (at most all of them) and the LoRA factor cache, the VAE wei
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
 runtime baseline. On top of them, the largest phase's transient: one denoising step's
 activations with the step cache's state (a cached residual, TaylorSeer's differences: each
-policy says what it holds, domain/caching/policy.HeldState), the VAE decode's, or the VAE encode's (where the request encodes a video or an
-image first). With `offload=components` a component's weights belong to the phase it works
+policy says what it holds, domain/caching/policy.HeldState), the VAE decode's, or the VAE
+encode's (where the request encodes a video or an image first). With `offload=components` a component's weights belong to the phase it works
 in (the text encoder's to the text encoding, one expert and the KV cache to the denoising, the
 VAE's to its encode and decode), so the peak is the largest phase, not the sum; the host then
 holds every component's weights, listed apart (domain/offload.py).
