@@ -180,6 +180,7 @@ def bench_workload(bench: BenchPlan) -> Workload:
         weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
         attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, offload=denoiser.offload, **decode,
         packed_kernel_bytes=None if bench.kernels is None else bytes_per_value(bench.kernels),
+        step_cache=request.cache.held(),
     )  # fmt: skip
 
 

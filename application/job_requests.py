@@ -26,8 +26,9 @@ from wanjax.adapters.media.readers import probe_input, read_input, stand_in
 from wanjax.application.lora_folder import LoraFolder, lora_fields
 from wanjax.application.preflight import REQUEST_LORA_FIELDS
 from wanjax.application.service import GenerationService
-from wanjax.domain.config import GenerationConfig
-from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.caching.settings import CacheSettings
+from wanjax.domain.config import GenerationConfig, cache_values, is_cache_key
+from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.inputs.fields import Entrypoint, named_for
 from wanjax.domain.inputs.kinds import PixelKind
 from wanjax.domain.inputs.reader import VideoSize
@@ -39,7 +40,10 @@ from wanjax.domain.requests import GenerationRequest
 MEDIA_FIELDS = {client: field.name for client, field in http_fields().items()}
 """The client's file fields -> the modes' inputs they fill (png/jpg images, mp4 videos)."""
 REFUSED_FIELDS = {
-    "cache": "set by the server (--set cache_policy=...), not per request",
+    "cache": "give the step cache's keys as fields of their own, e.g. cache_policy=dbcache and Fn_compute_blocks=4 "
+             "(docs/caching.md)",
+    "magcache_calibration": "a calibration run's curve is written by `wanjax generate --set magcache_calibration=true` "
+                            "only; a server returns videos",
     "inputs": "send each input as its file",
     "options": "send each option as its own field (e.g. strength)",
     **{field.name: f"{mode.name} inputs are taken by `wanjax generate` only" for mode in MODES
@@ -47,8 +51,8 @@ REFUSED_FIELDS = {
     **{name: f"send it as the file `{client}`" for client, name in MEDIA_FIELDS.items()},
 }  # fmt: skip
 NOT_RECORDED = ("prompt", "inputs", "options", "cache")
-"""Request fields a job's record holds elsewhere (the prompt first, media as files, options by
-their names) or not at all."""
+"""Request fields a job's record holds elsewhere (the prompt first, media as files, options and
+the step cache by their keys) or not at all."""
 RECORD_ONLY = ("media", "media_shapes", "output_frames", "segments")
 """What a job's record holds besides request fields: its media files' names and shapes, and the
 frames of the video it makes (Animate's: its pose video's) and the segments it makes them in."""
@@ -96,7 +100,8 @@ def validated_request(
             *(_stand_in_side(fields.get(name, getattr(config.sampling, name))) for name in ("height", "width")),
         )
         shapes = media_shapes(files, mode, size)
-        request = config.request(prompt, **fields, **stand_in_media(shapes, mode, size))
+        cache = _client_cache(fields, config)
+        request = config.request(prompt, **fields, cache=cache, **stand_in_media(shapes, mode, size))
         service.check([request])
         check_memory(request)
         check_pixels(shapes, mode, request)
@@ -113,6 +118,7 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
     request on any server (`request_from_record`), whatever that server's defaults."""
     values = attrs.asdict(request, recurse=False)
     record = {name: value for name, value in values.items() if name not in NOT_RECORDED}
+    record.update(cache_values(request.cache))
     if request.options is not None:
         record.update(attrs.asdict(request.options))
     if request.sample_timesteps is not None:
@@ -132,7 +138,8 @@ def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], c
     fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
     mode = media_mode(record["media"])
     decoded = decoded_media(media, mode, VideoSize(fields["num_frames"], fields["height"], fields["width"]))
-    return config.request(fields.pop("prompt"), **fields, **decoded)
+    cache = _recorded_cache(fields, config)
+    return config.request(fields.pop("prompt"), **fields, cache=cache, **decoded)
 
 
 def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> GenerationRequest:
@@ -142,7 +149,32 @@ def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> Gener
     shapes = record.get("media_shapes") or {name: (fields["num_frames"], 1, 1) for name in record["media"]}
     mode = media_mode(record["media"])
     size = VideoSize(fields["num_frames"], fields["height"], fields["width"])
-    return config.request(fields.pop("prompt"), **fields, **stand_in_media(shapes, mode, size))
+    cache = _recorded_cache(fields, config)
+    return config.request(fields.pop("prompt"), **fields, cache=cache, **stand_in_media(shapes, mode, size))
+
+
+def _client_cache(fields: dict[str, Any], config: GenerationConfig) -> CacheSettings:
+    """Takes a client's step cache keys out of `fields`: `config`'s cache with them over it, each
+    parsed and checked as `--set` gives it (an InvalidRequestError names the key)."""
+    return _with_cache(config, _cache_keys(fields))
+
+
+def _recorded_cache(fields: dict[str, Any], config: GenerationConfig) -> CacheSettings:
+    """Takes a record's step cache keys out of `fields` (`cache_values`: over the generic defaults,
+    whatever the server's); a record of before requests chose their cache: the server's."""
+    given = _cache_keys(fields)
+    return _with_cache(GenerationConfig(), given) if "cache_policy" in given else config.cache
+
+
+def _cache_keys(fields: dict[str, Any]) -> dict[str, Any]:
+    return {name: fields.pop(name) for name in [name for name in fields if is_cache_key(name)]}
+
+
+def _with_cache(config: GenerationConfig, given: dict[str, Any]) -> CacheSettings:
+    try:
+        return config.with_cache(given, source="request") if given else config.cache
+    except ConfigError as err:
+        raise InvalidRequestError(str(err)) from None
 
 
 def media_mode(files: Collection[str]) -> GenerationMode:

@@ -27,6 +27,7 @@ from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.metrics import ServerMetrics
 from wanjax.application.store_queue import StoreQueue
 from wanjax.application.service import GenerationService
+from wanjax.domain.caching.settings import POLICIES, policy_keys
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError, StoreError, WanjaxError
 from wanjax.domain.inputs.fields import Entrypoint, named_for
@@ -112,7 +113,14 @@ class JobRunner:
         """What a request gets for the fields it leaves out."""
         sampling = self._config.sampling
         names = ("width", "height", "num_frames", "fps", "num_inference_steps", "guidance_scale", "negative_prompt")
-        return {name: getattr(sampling, name) for name in names}
+        return {**{name: getattr(sampling, name) for name in names}, "cache_policy": self._config.cache.policy}
+
+    @property
+    def cache_policies(self) -> dict[str, dict[str, Any]]:
+        """Every step cache a request may choose (`cache_policy`), each with its own keys at this
+        server's values (docs/caching.md)."""
+        config = self._config
+        return {policy: {key: config.value(key) for key in policy_keys(policy)} for policy in POLICIES}
 
     @property
     def step_seconds(self) -> float | None:

@@ -10,6 +10,7 @@ import attrs
 from wanjax.adapters.checkpoints.gguf_file import PackedTensors
 from wanjax.adapters.checkpoints.original_t5 import fp8_values
 from wanjax.domain.architectures import CLIP_IMAGE_TOKENS
+from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.memory import MemoryPlan, Workload, check_fits, plan_memory
@@ -100,16 +101,20 @@ class MemoryPlanner:
         settings, checkpoint = self._settings, self._checkpoint
         denoiser, mesh = settings.denoiser, settings.mesh.shape
         spec, vae = checkpoint.transformer_spec, checkpoint.vae_spec
-        mode = resolved_mode(request, ModelTraits.of(checkpoint))
+        traits = ModelTraits.of(checkpoint)
+        mode = resolved_mode(request, traits)
         video = LatentGeometry.of(request, spec, vae)
         geometry = mode.geometry(request, video)  # what is denoised (VACE: its reference frames too)
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
         text_encoder = checkpoint.weights("text_encoder")
+        tokens = geometry.tokens(spec.patch_size)
+        # Wan 2.2 TI2V's first frame: a timestep per token (its tokens at 0)
+        per_token_time = traits.image_conditioning is ImageConditioning.FIRST_FRAME and request.input("image") is not None
         return Workload(
             transformer=spec,
             num_experts=len(checkpoint.experts),
             rows=batch * (2 if request.uses_guidance else 1),
-            tokens=geometry.tokens(spec.patch_size),
+            tokens=tokens,
             text_tokens=settings.text_encoder.max_sequence_length,
             image_tokens=image_tokens,
             weights_dtype=denoiser.weights_dtype,
@@ -138,6 +143,9 @@ class MemoryPlanner:
             token_shards=mesh.context,
             devices=mesh.num_devices,
             offload=denoiser.offload,
+            step_cache=request.cache.held(),
+            videos=batch,
+            time_tokens=tokens if per_token_time else 1,
         )
 
 

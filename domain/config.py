@@ -55,6 +55,8 @@ ROUTES: dict[str, tuple[str, attrs.Attribute]] = {
     flat_key(field): (section, field) for section, kind in SECTIONS.items() for field in attrs.fields(kind)
 }
 """The routing table: each flat config key -> (its section, the section's field)."""
+CACHE_KEYS = tuple(key for key, (section, _) in ROUTES.items() if section == "cache")
+"""The step cache's flat keys (docs/caching.md): the config's defaults, which a request may override."""
 
 
 @attrs.frozen(kw_only=True)
@@ -156,6 +158,15 @@ class GenerationConfig:
             raise err if message == str(err) else InvalidRequestError(message) from None
         return request
 
+    def with_cache(self, keys: Mapping[str, Any], *, source: str) -> CacheSettings:
+        """This config's step cache with `keys` over it: flat cache keys (or their aliases), typed
+        or as text, each parsed as `with_overrides` parses it; a ConfigError names a key that is no
+        cache key, or a value its section refuses."""
+        other = [key for key in keys if not is_cache_key(key)]
+        if other:
+            raise ConfigError(f"{source}: {other[0]!r} is not a step cache key; the cache keys are {', '.join(CACHE_KEYS)}")
+        return self.with_overrides(keys, source=source).cache
+
     def _with_origin(self, message: str, overrides: Mapping[str, Any]) -> str:
         """`message` (which starts `key=value:`) with where the key's value came from, when a preset
         or checkpoint gave it."""
@@ -185,6 +196,22 @@ CACHE_SWITCHES = {
     "use_cfg_cache": "cfg_cache",
     "use_sen_cache": "sencache",
 }
+
+
+def is_cache_key(name: str) -> bool:
+    """Whether `name` is a step cache key, an alias of one or maxdiffusion's switch for a policy
+    (which `with_overrides` refuses with the key to use instead)."""
+    return ALIASES.get(name, name) in CACHE_KEYS or name in CACHE_SWITCHES
+
+
+def cache_values(cache: CacheSettings) -> dict[str, Any]:
+    """`cache` as flat keys, JSON values (lists for tuples): `cache_policy` and every key not at its
+    generic default, which `GenerationConfig().with_cache` reads back as `cache`."""
+    generic = CacheSettings()
+    names = {key: ROUTES[key][1].name for key in CACHE_KEYS}
+    changed = {key: getattr(cache, name) for key, name in names.items()
+               if key == "cache_policy" or getattr(cache, name) != getattr(generic, name)}  # fmt: skip
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in changed.items()}
 
 
 def _typed(values: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -242,7 +269,8 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         return value if isinstance(value, str) else str(value)
     except ValueError:
         name = f"comma-separated list of {field.metadata['item'].__name__}" if kind is tuple else kind.__name__
-        raise ConfigError(f"{source}: {key}={shown(value)} is not a valid {name} (digits 0-9)") from None
+        form = "true or false" if kind is bool else "digits 0-9"
+        raise ConfigError(f"{source}: {key}={shown(value)} is not a valid {name} ({form})") from None
     except ArithmeticError:
         raise ConfigError(f"{source}: {key}={shown(value)}: must be a finite number (no nan or inf)") from None
 

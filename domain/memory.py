@@ -9,8 +9,9 @@ Resident through the run: the transformer weights (every expert), with per-reque
 merged copy of them (at most all of them) and the LoRA factor cache, the VAE weights, the
 text encoder where it shares the device's memory (CPU), the cross-attention KV cache and a
 runtime baseline. On top of them, the largest phase's transient: one denoising step's
-activations, the VAE decode's, or the VAE encode's (where the request encodes a video or an
-image first). With `offload=components` a component's weights belong to the phase it works
+activations with the step cache's state (a cached residual, TaylorSeer's differences: each
+policy says what it holds, domain/caching/policy.HeldState), the VAE decode's, or the VAE
+encode's (where the request encodes a video or an image first). With `offload=components` a component's weights belong to the phase it works
 in (the text encoder's to the text encoding, one expert and the KV cache to the denoising, the
 VAE's to its encode and decode), so the peak is the largest phase, not the sum; the host then
 holds every component's weights, listed apart (domain/offload.py).
@@ -36,6 +37,7 @@ import attrs
 
 from wanjax.domain.attention import MATERIALISES_LOGITS
 from wanjax.domain.block_parameters import base_parameters, block_parameters
+from wanjax.domain.caching.policy import HeldState
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.base import ExtensionCost
 from wanjax.domain.offload import OFFLOAD_ORDER, moves_components, streams_blocks
@@ -112,6 +114,12 @@ class Workload:
     # Bytes per value of the blocks' matmul kernels as a GGUF file's packed blocks keep them on the
     # device (Q4_K: 0.5625); None: as `weights_dtype` says.
     packed_kernel_bytes: float | None = None
+    # The step cache's state (CacheSettings.held), carried from step to step through the denoising:
+    # for `videos` videos (`rows` their guidance rows) whose timestep covers `time_tokens` tokens
+    # each (1; every token with Wan 2.2 TI2V's first frame).
+    step_cache: HeldState = HeldState()
+    videos: int = 1
+    time_tokens: int = 1
 
 
 @attrs.frozen
@@ -217,6 +225,8 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
         resident, own = transformer + vae + movable_text + text, {"text": [], "denoising": [], "VAE": []}
     phases = {"text encoding": own["text"]} if own["text"] else {}
     phases["denoising"] = own["denoising"] + [("denoising step activations", _step_activations(work, platform))]
+    if work.step_cache != HeldState():
+        phases["denoising"].append(("step cache state", step_cache_bytes(work)))
     if work.vae is not None:
         if work.vae_encode_frames:
             encode = vae_encode_bytes(
@@ -335,6 +345,19 @@ def _step_activations(work: Workload, platform: str) -> int:
     held = sum(c.held_token_arrays for c in costs) * rows * tokens * spec.inner_dim
     held *= DTYPE_BYTES[work.activations_dtype]
     return int(stream) + logits + upcast + held
+
+
+def step_cache_bytes(work: Workload) -> int:
+    """The step cache's state (`work.step_cache`) in bytes, split over the mesh as the activations
+    (rows over data and fsdp, tokens over context)."""
+    held, spec = work.step_cache, work.transformer
+    rows = math.ceil(work.rows / work.row_shards)
+    tokens, time_tokens = (math.ceil(n / work.token_shards) for n in (work.tokens, work.time_tokens))
+    size = held.token_arrays * rows * tokens * spec.inner_dim * DTYPE_BYTES[work.activations_dtype]
+    size += held.time_token_widths * rows * time_tokens * spec.inner_dim * 4
+    latent = work.tokens * math.prod(spec.patch_size) * spec.out_channels  # a video's latent values
+    size += held.latent_arrays * work.videos * math.ceil(latent / work.token_shards) * 4
+    return size
 
 
 def _vae_decode(work: Workload, platform: str) -> int:

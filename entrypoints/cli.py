@@ -29,6 +29,7 @@ from wanjax.domain.bench import BenchResult
 from wanjax.domain.errors import ConfigError, InvalidRequestError, WanjaxError
 from wanjax.domain.modes.registry import requested_mode
 from wanjax.entrypoints.arguments import OneLineParser, decimal_number, memory_size, whole_number
+from wanjax.entrypoints.cache_help import cache_epilog
 from wanjax.entrypoints.serve import add_serve_parser
 
 if TYPE_CHECKING:
@@ -56,9 +57,11 @@ FLAG_KEYS = {
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="wanjax", description="Wan video generation in JAX.")
     commands = parser.add_subparsers(dest="command", required=True)
-    gen = commands.add_parser("generate", help="generate a video per --prompt, in one batch")
+    cached = {"epilog": cache_epilog(), "formatter_class": argparse.RawDescriptionHelpFormatter}
+    gen = commands.add_parser("generate", help="generate a video per --prompt, in one batch", **cached)
     plan = commands.add_parser(
-        "plan", help="print what `generate` with the same flags would hold in memory at its peak; loads no weights"
+        "plan", help="print what `generate` with the same flags would hold in memory at its peak; loads no weights",
+        **cached,
     )
     for sub in (gen, plan):
         _add_generation_arguments(sub)
@@ -100,7 +103,8 @@ def _add_generation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--latents", type=Path,
                         help=".npy initial noise [B, C, F', H', W'] (diffusers layout); with --video, the noise mixed into it")
     parser.add_argument("--output-type", choices=("video", "latent"), default="video", help="latent: final latents as .npy")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="any config key; repeatable")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="any config key (the step caches' below); repeatable")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or timing summary")
     parser.add_argument("--verbose", action="store_true", help="also print the sampling settings (and where each came from) and the memory plan before loading")
     group = parser.add_argument_group(
@@ -131,7 +135,8 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     from wanjax.domain.settings import DTYPES
 
     bench = commands.add_parser(
-        "bench", help="time a preset's transformer (random weights, no checkpoint) per guided denoising step"
+        "bench", help="time a preset's transformer (random weights, no checkpoint) per guided denoising step",
+        epilog=cache_epilog(), formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench.add_argument("--model", default="demo", help="preset name or published Wan repo id (default: demo)")
     bench.add_argument("--layers", type=whole_number(), help="run only the first N layers of the architecture")
@@ -147,7 +152,7 @@ def _add_bench_parser(commands: argparse._SubParsersAction) -> None:
     bench.add_argument("--vs", choices=BASELINES, help="also time diffusers' WanTransformer3DModel, same shapes: "
                        "eager, or eager and under torch.compile (diffusers-compiled; minutes of compiling)")
     bench.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="any config key, e.g. weights_dtype=decimal_number()8_e4m3fn or vae_convolution=3d; repeatable")
+                       help="any config key, e.g. weights_dtype=float8_e4m3fn or vae_convolution=3d; repeatable")
     bench.add_argument("--profile", type=Path, metavar="DIR",
                        help="trace the timed steps with JAX's profiler into DIR (TensorBoard/XProf and Perfetto files)")
     bench.add_argument("--json", type=Path, help="write the result as one JSON object to this file")

@@ -127,7 +127,8 @@ def build_app(runner: JobRunner, *, token: str | None = None, max_body_mb: float
         return JSONResponse({"id": job.id, "object": "video.deleted", "deleted": True})
 
     def model_object() -> dict[str, Any]:
-        return {"id": runner.model, "object": "model", "created": started, "owned_by": "wanjax", "defaults": runner.defaults}
+        return {"id": runner.model, "object": "model", "created": started, "owned_by": "wanjax", "defaults": runner.defaults,
+                "cache_policies": runner.cache_policies}  # fmt: skip
 
     async def models(_: Request) -> Response:
         return JSONResponse({"object": "list", "data": [model_object()]})

@@ -13,6 +13,7 @@ from typing import Any
 
 from wanjax.domain.jobs import LEASE_SECONDS, MAX_LEASE_SECONDS
 from wanjax.entrypoints.arguments import decimal_number, whole_number
+from wanjax.entrypoints.cache_help import cache_epilog
 from wanjax.entrypoints.interrupts import Interrupted, Stops
 
 STOP_SECONDS = 30.0
@@ -30,12 +31,14 @@ STOP_POLL_SECONDS = 0.1  # how often that wait looks for a second signal
 
 def add_serve_parser(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve the video API (/v1/videos, as the openai SDK speaks it) and a browser page at /; "
-                                   "one process owns the model")
+                                   "one process owns the model", epilog=cache_epilog(),
+                                formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=whole_number(1, 65535), default=8000, help="port to listen on, 1 to 65535 (default: 8000)")
     serve.add_argument("--model", help="preset name, checkpoint folder or Hugging Face repo id (default: demo)")
     serve.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                       help="any config key, the defaults of every request; repeatable")  # fmt: skip
+                       help="any config key, the defaults of every request (a request may give the step cache's "
+                       "keys below as fields of its own); repeatable")  # fmt: skip
     serve.add_argument("--output-dir", type=Path, default=Path("wanjax-server"),
                        help="where each job's folder (ID/: its video and media) and the job records (jobs.sqlite) go; "
                             "with --jobs, a folder every replica shares")  # fmt: skip

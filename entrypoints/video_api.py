@@ -15,12 +15,18 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
 from wanjax.application.job_requests import MEDIA_FIELDS
+from wanjax.domain.caching.settings import policy_keys
+from wanjax.domain.config import CACHE_KEYS, ROUTES
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.jobs import Job, JobStatus
 from wanjax.domain.numbers import json_integer, shown
 from wanjax.domain.requests import GenerationRequest
 
-TEXT_FIELDS = frozenset({"prompt", "model", "size", "seconds"} | {f.name for f in attrs.fields(GenerationRequest) if f.type == "str"})
+TEXT_FIELDS = frozenset(
+    {"prompt", "model", "size", "seconds"}
+    | {f.name for f in attrs.fields(GenerationRequest) if f.type == "str"}
+    | {key for key in CACHE_KEYS if isinstance(ROUTES[key][1].default, str)}  # cache_policy, cache_model
+)
 """Fields whose multipart value is taken as text; every other field's is read as JSON (`7`, `4.5`)."""
 STATUSES = {
     JobStatus.QUEUED: "queued",
@@ -132,6 +138,7 @@ def video_object(job: Job, *, model: str, fps: int) -> dict[str, Any]:
         "fps": fps,
         "seed": request["seed"],
         "num_inference_steps": request["num_inference_steps"],
+        "cache": _cache(request),
         "steps_done": job.steps_done,
         "steps_total": job.steps_total,
         **_segments(job),
@@ -142,6 +149,16 @@ def video_object(job: Job, *, model: str, fps: int) -> dict[str, Any]:
 def seconds_text(num_frames: int, fps: int) -> str:
     """A video's duration as the API gives it: seconds, two decimals at most (81 frames at 16 fps: "5.06")."""
     return f"{num_frames / fps:.2f}".rstrip("0").rstrip(".")
+
+
+def _cache(request: dict[str, Any]) -> dict[str, Any] | None:
+    """The step cache the job runs under: its policy and that policy's own keys (a record holds
+    those not at their defaults, `config.cache_values`; None: a record of before requests chose
+    their cache)."""
+    policy = request.get("cache_policy")
+    if policy is None:
+        return None
+    return {"cache_policy": policy, **{key: request.get(key, ROUTES[key][1].default) for key in policy_keys(policy)}}
 
 
 def _percent(job: Job) -> int:

@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.caching.checks import INF, at_least, in_range
-from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.policy import ChosenByName, HeldState, RunSchedule
 from wanjax.domain.caching.schedule import expert_segments, step_fraction
 from wanjax.domain.errors import InvalidRequestError
 
@@ -78,6 +78,9 @@ class CfgCache(ChosenByName):
 
     name = "cfg_cache"
     settings = CfgCacheSettings
+
+    def held(self, section: CfgCacheSettings) -> HeldState:
+        return HeldState(latent_arrays=1)  # the last full step's unconditional - conditional prediction
 
     def plan(self, section: CfgCacheSettings, run: RunSchedule) -> CfgCachePlan:
         scales = run.guidance_scales

@@ -17,7 +17,7 @@ import numpy as np
 
 from wanjax.domain.caching.checks import INF, at_least, fail, in_range
 from wanjax.domain.caching.plan import RulePlan
-from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.policy import ChosenByName, HeldState, RunSchedule
 from wanjax.domain.caching.schedule import expert_segments
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.registry import extensions_of
@@ -109,6 +109,11 @@ class DBCache(ChosenByName):
                 f"cache_policy=dbcache runs the blocks in three ranges, and this model's {', '.join(whole)} "
                 "blocks read the tokens entering its first block: choose another cache_policy for it"
             )
+
+    def held(self, section: DBCacheSettings) -> HeldState:
+        # the first blocks' residual, and the middle blocks' residual with TaylorSeer's differences
+        order = section.taylorseer_order if section.enable_taylorseer else 0
+        return HeldState(token_arrays=2 + order)
 
     def plan(self, section: DBCacheSettings, run: RunSchedule) -> DBCachePlan:
         rule = DBCacheRule(

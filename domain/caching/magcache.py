@@ -9,7 +9,7 @@ import attrs
 import numpy as np
 
 from wanjax.domain.caching.checks import INF, at_least, fail, in_range, optional_numbers, optional_split
-from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.policy import ChosenByName, HeldState, RunSchedule
 from wanjax.domain.caching.published import PublishedCalibration
 from wanjax.domain.caching.schedule import expert_segments, nearest_interp
 from wanjax.domain.errors import InvalidRequestError
@@ -115,6 +115,9 @@ class MagCache(ChosenByName):
                 "cache_policy=magcache needs mag_ratios: this model has no published MagCache curve; "
                 "measure one with magcache_calibration=true (cache_policy=none) and set mag_ratios"
             )
+
+    def held(self, section: MagCacheSettings) -> HeldState:
+        return HeldState(token_arrays=1)  # the blocks' residual
 
     def plan(self, section: MagCacheSettings, run: RunSchedule) -> MagCachePlan:
         ratios = ratios_for_steps(*magcache_curve(section, run.published), run.experts)

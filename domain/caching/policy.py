@@ -1,7 +1,8 @@
 """What a step-cache policy is to the domain (docs/caching.md, "How to add a policy"): a name, a
 settings section (an attrs class whose fields are its flat config keys), the checks that need
-the published calibration, and a planner that turns the section and the run's schedule into
-its own feature plan (the part of a `CachePlan` keyed by its name)."""
+the published calibration, what its device state holds (the memory plan counts it), and a
+planner that turns the section and the run's schedule into its own feature plan (the part of a
+`CachePlan` keyed by its name)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,22 @@ class RunSchedule:
     @property
     def num_steps(self) -> int:
         return len(self.experts)
+
+
+@attrs.frozen
+class HeldState:
+    """What a policy's device state holds from step to step, in the run's units, for the memory
+    plan: `token_arrays` arrays of the blocks' tokens [rows, tokens, width] in the activation dtype
+    (a cached residual, a TaylorSeer difference); `time_token_widths` float32 values of `width`
+    per row and timestep token (TeaCache's last modulation); `latent_arrays` float32 arrays of a
+    video's latents per video (the CFG cache's difference, SenCache's references)."""
+
+    token_arrays: int = 0
+    time_token_widths: int = 0
+    latent_arrays: int = 0
+
+    def __add__(self, other: HeldState) -> HeldState:
+        return HeldState(*(a + b for a, b in zip(attrs.astuple(self), attrs.astuple(other))))
 
 
 class FeaturePlan(Protocol):
@@ -64,6 +81,10 @@ class CachePolicy(Protocol):
         """Its decisions for the run."""
         ...
 
+    def held(self, section: Any) -> HeldState:
+        """What its device state holds through the run (the memory plan counts it)."""
+        ...
+
 
 class ChosenByName:
     """The common case, a base class: on when cache_policy names it; no check beyond its section's own."""
@@ -80,3 +101,6 @@ class ChosenByName:
 
     def check_model(self, section: Any, transformer: TransformerSpec) -> None:
         return None
+
+    def held(self, section: Any) -> HeldState:
+        return HeldState()

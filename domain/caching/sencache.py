@@ -8,7 +8,7 @@ import numpy as np
 
 from wanjax.domain.caching.checks import INF, at_least, in_range
 from wanjax.domain.caching.plan import RulePlan
-from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.policy import ChosenByName, HeldState, RunSchedule
 from wanjax.domain.caching.schedule import first_steps, step_fraction
 from wanjax.domain.errors import InvalidRequestError
 
@@ -63,6 +63,9 @@ def sencache_forced(experts: np.ndarray, *, start_ratio: float, end_ratio: float
 class SenCache(ChosenByName):
     name = "sencache"
     settings = SenCacheSettings
+
+    def held(self, section: SenCacheSettings) -> HeldState:
+        return HeldState(latent_arrays=2)  # the reused prediction and the latents it was made at
 
     def plan(self, section: SenCacheSettings, run: RunSchedule) -> SenCachePlan:
         rule = SenCacheRule(

@@ -15,7 +15,7 @@ import attrs
 
 from wanjax.domain.caching.checks import one_of
 from wanjax.domain.caching.combinations import check_combination
-from wanjax.domain.caching.policy import CachePolicy
+from wanjax.domain.caching.policy import CachePolicy, HeldState
 from wanjax.domain.caching.published import PUBLISHED, PublishedCalibration, published_calibration
 from wanjax.domain.caching.registry import REGISTRY
 from wanjax.domain.specs import TransformerSpec
@@ -55,10 +55,19 @@ class _CacheSettingsMethods:
         for policy, section in self.policies_on():
             policy.check_model(section, transformer)
 
+    def held(self) -> HeldState:
+        """What the step caches this request turns on keep on the device from step to step."""
+        return sum((policy.held(section) for policy, section in self.policies_on()), HeldState())
+
     def policies_on(self) -> list[tuple[CachePolicy, Any]]:
         """The policies this request turns on, each with its section."""
         sections = [(policy, self.section(name)) for name, policy in REGISTRY.items()]
         return [(policy, section) for policy, section in sections if policy.is_on(self.policy, section)]
+
+
+def policy_keys(policy: str) -> tuple[str, ...]:
+    """The keys of `policy`'s own settings section (none for `none`)."""
+    return tuple(field.name for field in attrs.fields(REGISTRY[policy].settings)) if policy in REGISTRY else ()
 
 
 def _flat_fields() -> dict[str, Any]:

@@ -8,7 +8,7 @@ import numpy as np
 
 from wanjax.domain.caching.checks import INF, in_range, optional_numbers
 from wanjax.domain.caching.plan import RulePlan
-from wanjax.domain.caching.policy import ChosenByName, RunSchedule
+from wanjax.domain.caching.policy import ChosenByName, HeldState, RunSchedule
 from wanjax.domain.caching.published import PublishedCalibration
 from wanjax.domain.caching.schedule import first_steps
 from wanjax.domain.errors import InvalidRequestError
@@ -82,6 +82,10 @@ class TeaCache(ChosenByName):
                 "cache_policy=teacache needs teacache_coefficients: this model has no published TeaCache "
                 "polynomial; give one (highest power first) or choose cache_policy=magcache"
             )
+
+    def held(self, section: TeaCacheSettings) -> HeldState:
+        # the blocks' residual, and the last step's modulation: e0 [6, width] or e [width] per time token
+        return HeldState(token_arrays=1, time_token_widths=6 if section.teacache_use_ret_steps else 1)
 
     def plan(self, section: TeaCacheSettings, run: RunSchedule) -> TeaCachePlan:
         rule = TeaCacheRule(

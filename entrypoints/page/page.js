@@ -6,7 +6,7 @@
 
 const POLL_MS = 500;
 const $ = (id) => document.getElementById(id);
-const state = { token: sessionStorage.getItem("wanjax-token"), model: null, timer: null, cards: new Map() };
+const state = { token: sessionStorage.getItem("wanjax-token"), model: null, timer: null, cards: new Map(), caches: {} };
 
 async function call(path, options = {}) {
   const headers = { ...(options.headers || {}) };
@@ -43,9 +43,57 @@ async function start() {
   $("length").placeholder = `${d.num_frames} frames`;
   $("steps").placeholder = String(d.num_inference_steps);
   $("negative_prompt").placeholder = d.negative_prompt;
+  offerCaches(model.cache_policies, d.cache_policy);
   $("token-form").hidden = true;
   $("main").hidden = false;
   refresh();
+}
+
+// The step caches the server offers (GET /v1/models: each policy with its keys at the server's
+// values); the chosen one's keys that take a number or a switch get a field each, empty (or as
+// the server has it) meaning the server's value.
+function offerCaches(policies, serverPolicy) {
+  state.caches = policies;
+  const select = $("cache_policy");
+  select.replaceChildren(new Option(`server's (${serverPolicy})`, ""));
+  for (const name of Object.keys(policies)) select.add(new Option(name, name));
+  select.onchange = showCacheKeys;
+  showCacheKeys();
+}
+
+function showCacheKeys() {
+  const policy = $("cache_policy").value;
+  const keys = Object.entries(state.caches[policy] || {}).filter(([, value]) => ["number", "boolean"].includes(typeof value));
+  const fieldset = $("cache_keys");
+  fieldset.replaceChildren(fieldset.firstElementChild);
+  $("cache_legend").textContent = `${policy} settings (docs/caching.md)`;
+  for (const [key, value] of keys) {
+    const input = document.createElement("input");
+    input.id = `cache-${key}`;
+    input.dataset.key = key;
+    if (typeof value === "boolean") {
+      input.type = "checkbox";
+      input.checked = value;
+    } else {
+      input.type = "number";
+      input.step = "any";
+      input.placeholder = String(value);
+    }
+    const label = document.createElement("label");
+    label.append(`${key} `, input);
+    fieldset.append(label);
+  }
+  fieldset.hidden = keys.length === 0;
+}
+
+function appendCache(form) {
+  const policy = $("cache_policy").value;
+  if (policy === "") return;
+  form.append("cache_policy", policy);
+  for (const input of $("cache_keys").querySelectorAll("input")) {
+    const value = input.type === "checkbox" ? String(input.checked) : input.value.trim();
+    if (value !== "") form.append(input.dataset.key, value);
+  }
 }
 
 $("token-form").addEventListener("submit", (event) => {
@@ -68,6 +116,7 @@ $("create").addEventListener("submit", async (event) => {
   }
   const seed = $("seed").value.trim();
   form.append("seed", seed === "" ? String(Math.floor(Math.random() * 2 ** 31)) : seed);
+  appendCache(form);
   if ($("image").files.length) form.append("input_reference", $("image").files[0]);
   $("submit").disabled = true;
   try {
@@ -112,8 +161,9 @@ function show(video) {
     card = $("job-template").content.firstElementChild.cloneNode(true);
     card.dataset.id = video.id;
     card.querySelector(".prompt").textContent = video.prompt;
+    const cache = video.cache && video.cache.cache_policy !== "none" ? `, step cache ${video.cache.cache_policy}` : "";
     card.querySelector(".meta").textContent =
-      `${video.size}, ${video.seconds} s (${video.num_frames} frames), ${video.num_inference_steps} steps, seed ${video.seed}`;
+      `${video.size}, ${video.seconds} s (${video.num_frames} frames), ${video.num_inference_steps} steps, seed ${video.seed}${cache}`;
     card.querySelector(".cancel").addEventListener("click", () => remove(video.id));
     card.querySelector(".delete").addEventListener("click", () => remove(video.id));
     const list = $("jobs");

@@ -13,6 +13,7 @@ import yaml
 
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
+from wanjax.domain.caching.settings import POLICIES, policy_keys
 from wanjax.domain.plan import plan_sampling
 from wanjax.entrypoints.cli import main
 
@@ -101,3 +102,15 @@ def test_dbcache_is_configured_with_cache_dits_keys_from_the_cli(tmp_path, capsy
     assert "cache_policy=dbcache: 6 of 12 steps skipped" in capsys.readouterr().out
     assert main([*args, *dbcache, "--set", "Fn_compute_blocks=3"]) == 2  # the demo has 2 blocks
     assert "Fn_compute_blocks=3: this transformer has 2 blocks" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["generate", "plan", "bench", "serve"])
+def test_the_help_names_every_policy_with_its_keys(command, capsys):
+    with pytest.raises(SystemExit) as done:
+        main([command, "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())  # its lines joined, as wrapped
+    for policy in POLICIES[1:]:
+        assert f"{policy} {', '.join(policy_keys(policy))}" in text
+    assert "--set cache_policy=dbcache --set Fn_compute_blocks=4 --set enable_taylorseer=true" in text
+    assert "magcache_calibration=true" in text

@@ -12,7 +12,7 @@ from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import WebDriverWait
+from selenium.webdriver.support.ui import Select, WebDriverWait
 from serving import TOKEN, Server
 
 CHROMIUM, CHROMEDRIVER = "chromium", "chromedriver"
@@ -103,3 +103,32 @@ def test_a_first_frame_reaches_the_server_and_its_refusal_shows_in_the_page(page
     page.find_element(By.ID, "submit").click()
     _wait(page, lambda: "takes no image" in page.find_element(By.ID, "form-error").text)
     assert "a fox from this frame" not in [card.text for card in page.find_elements(By.CSS_SELECTOR, "#jobs .prompt")]
+
+
+def test_the_page_offers_every_step_cache_and_makes_a_video_with_dbcache_and_taylorseer(page, server):
+    offered = server.client.get("/v1/models").json()["data"][0]["cache_policies"]
+    policy = Select(page.find_element(By.ID, "cache_policy"))
+    assert [option.get_attribute("value") for option in policy.options] == ["", *offered]
+    assert "dbcache" in offered and policy.first_selected_option.text == "server's (none)"
+    policy.select_by_value("dbcache")
+    page.execute_script("document.getElementById('image').value = ''")  # an earlier test's first frame
+    try:
+        # cache-dit's default 8 first blocks: more than the demo's 2, refused by name in the page
+        prompt = page.find_element(By.ID, "prompt")
+        prompt.clear()
+        prompt.send_keys("a fox, cached")
+        page.find_element(By.ID, "submit").click()
+        _wait(page, lambda: "Fn_compute_blocks=8: this transformer has 2 blocks" in page.find_element(By.ID, "form-error").text)
+        page.find_element(By.ID, "cache-enable_taylorseer").click()
+        keys = {"cache-Fn_compute_blocks": "1", "cache-max_warmup_steps": "1", "cache-residual_diff_threshold": "1",
+                "cache-taylorseer_order": "2"}  # fmt: skip
+        card = _make(page, "a fox, cached", size="48x32", length="0.3", steps="2", **keys)
+        _wait(page, lambda: card.get_attribute("data-status") == "completed")
+        assert "step cache dbcache" in card.find_element(By.CLASS_NAME, "meta").text
+        cache = server.client.get(f"/v1/videos/{card.get_attribute('data-id')}").json()["cache"]
+        assert {key: cache[key] for key in ("Fn_compute_blocks", "max_warmup_steps", "residual_diff_threshold",
+                                            "enable_taylorseer", "taylorseer_order")} == {
+            "Fn_compute_blocks": 1, "max_warmup_steps": 1, "residual_diff_threshold": 1.0, "enable_taylorseer": True,
+            "taylorseer_order": 2}  # fmt: skip
+    finally:
+        policy.select_by_value("")  # the module's other tests use the server's cache

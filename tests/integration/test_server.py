@@ -56,6 +56,24 @@ def test_a_video_made_through_the_sdk_is_byte_identical_to_wanjax_generate(serve
     assert not [p for p in server.output_dir.rglob("*") if ".partial-" in p.name]
 
 
+DBCACHE = {"cache_policy": "dbcache", "Fn_compute_blocks": 1, "max_warmup_steps": 1, "residual_diff_threshold": 1,
+           "enable_taylorseer": True, "taylorseer_order": 2}  # fmt: skip
+"""DBCache with TaylorSeer on the demo's 2 blocks and 2 steps: the first computes, the second reuses."""
+
+
+def test_a_request_given_dbcache_makes_the_video_wanjax_generate_makes_with_those_keys(sdk, cache, tmp_path, monkeypatch, capsys):
+    video = sdk.videos.create_and_poll(prompt="a fox", size="48x32", seconds="0.3", extra_body={"seed": 3, **DBCACHE})
+    assert video.status == "completed" and video.model_extra["cache"] == {**DBCACHE, "Bn_compute_blocks": 0,
+        "warmup_interval": 1, "max_cached_steps": -1, "max_continuous_cached_steps": -1}  # fmt: skip
+    monkeypatch.setenv("WANJAX_CACHE", str(cache))
+    out = tmp_path / "fox.mp4"
+    keys = [item for key, value in DBCACHE.items() for item in ("--set", f"{key}={str(value).lower()}")]
+    sizes = ["--height", "32", "--width", "48", "--num-frames", "5", "--steps", "2"]
+    assert main(["generate", "--prompt", "a fox", "--seed", "3", *sizes, *keys, "--out", str(out)]) == 0
+    assert "cache_policy=dbcache: 1 of 2 steps skipped" in capsys.readouterr().out
+    assert sdk.videos.download_content(video.id).read() == out.read_bytes()
+
+
 def test_the_sdk_lists_videos_by_cursor_and_the_served_model(server, sdk):
     made = [sdk.videos.create(prompt=f"listed {i}", extra_body={"seed": i}).id for i in range(3)]
     listed = [video.id for video in sdk.videos.list(limit=2, order="asc")]  # the SDK follows `after`
@@ -81,7 +99,8 @@ def test_sdk_delete_stops_a_running_job_and_removes_its_files(server, sdk):
 @pytest.mark.parametrize(
     ("create", "named"),
     [({"size": "48x33"}, "size='48x33'"), ({"model": "sora-2"}, "model='sora-2'"), ({"seconds": "soon"}, "seconds"),
-     ({"extra_body": {"num_frames": 6}}, "num_frames"), ({"extra_body": {"colour": 1}}, "colour")],
+     ({"extra_body": {"num_frames": 6}}, "num_frames"), ({"extra_body": {"colour": 1}}, "colour"),
+     ({"extra_body": {"cache_policy": "dbcache", "Fn_compute_blocks": 3}}, "Fn_compute_blocks=3: this transformer has 2 blocks")],
 )  # fmt: skip
 def test_a_bad_field_is_422_naming_it(sdk, create, named):
     with pytest.raises(openai.UnprocessableEntityError, match=named):

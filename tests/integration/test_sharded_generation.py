@@ -59,6 +59,8 @@ DBCACHE = dict(cache_policy="dbcache", Fn_compute_blocks=1, max_warmup_steps=1, 
                enable_taylorseer=True, taylorseer_order=2, num_inference_steps=6)  # fmt: skip
 """DBCache with TaylorSeer on the 2 data x 4 context mesh: each data device holds one guidance
 pass's row, and each pass's change is a sum over tokens split 4 ways."""
+FP8_SCAN = {"weights_dtype": "float8_e4m3fn", "scan_diffusion_loop": "true"}
+"""DBCache again in the scan loop, its blocks' ranges sliced from fp8 kernels (fp32 activations)."""
 
 
 def _dbcache(overrides: dict) -> tuple[np.ndarray, list]:
@@ -90,14 +92,15 @@ def measure(demo_cache_root: str) -> dict:
             "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
             "fraction_different": float((frames != reference).mean()),
         }
-        reference, reference_passes = _dbcache({})
-        frames, passes = _dbcache(CFG_CACHE_MESH)
-        results["dbcache"] = {
-            "passes": passes,
-            "reference_passes": reference_passes,
-            "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
-            "fraction_different": float((frames != reference).mean()),
-        }
+        for name, overrides in (("dbcache", {}), ("dbcache fp8 scan", FP8_SCAN)):
+            reference, reference_passes = _dbcache(overrides)
+            frames, passes = _dbcache({**CFG_CACHE_MESH, **overrides})
+            results[name] = {
+                "passes": passes,
+                "reference_passes": reference_passes,
+                "max_level_difference": int(np.abs(frames.astype(np.int16) - reference).max()),
+                "fraction_different": float((frames != reference).mean()),
+            }
         return results
 
 
@@ -124,8 +127,9 @@ def test_cfg_cache_conditional_only_steps_on_a_mesh_equal_one_device(results: di
     assert result["fraction_different"] <= MAX_FRACTION_DIFFERENT, result
 
 
-def test_dbcache_decides_each_pass_on_a_mesh_as_on_one_device(results: dict) -> None:
-    result = results["dbcache"]
+@pytest.mark.parametrize("name", ["dbcache", "dbcache fp8 scan"])
+def test_dbcache_decides_each_pass_on_a_mesh_as_on_one_device(results: dict, name: str) -> None:
+    result = results[name]
     assert result["passes"] == result["reference_passes"], result
     reused = ~np.asarray(result["passes"])
     assert reused.any() and not reused[1:].all(), "the run must reuse some steps and compute others"

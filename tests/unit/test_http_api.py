@@ -303,3 +303,70 @@ def test_a_running_jobs_video_so_far_is_its_partial_content(tmp_path):
     with av.open(io.BytesIO(done.content)) as container:
         assert sum(1 for _ in container.decode(video=0)) == 81
     assert not [p for p in tmp_path.rglob("*") if ".partial-" in p.name]
+
+
+POLICY_FORMS = {
+    "magcache": {"cache_model": "wan2.1-t2v-1.3b", "magcache_thresh": "0.3"},
+    "teacache": {"cache_model": "wan2.1-t2v-1.3b", "teacache_thresh": "0.2"},
+    "cfg_cache": {"cfg_cache_interval": "3"},
+    "sencache": {"sencache_K": "2"},
+    "dbcache": {"Fn_compute_blocks": "4", "Bn_compute_blocks": "1", "residual_diff_threshold": "0.2",
+                "enable_taylorseer": "true", "taylorseer_order": "2"},
+}  # fmt: skip
+"""Each policy's keys as the SDK sends them (`extra_body`: every value as text)."""
+
+
+def test_every_step_cache_is_offered_with_its_keys_at_the_servers_values(client):
+    (model,) = client.get("/v1/models").json()["data"]
+    assert model["defaults"]["cache_policy"] == "none"
+    policies = model["cache_policies"]
+    assert list(policies) == ["none", *POLICY_FORMS]
+    assert policies["dbcache"] == {"Fn_compute_blocks": 8, "Bn_compute_blocks": 0, "residual_diff_threshold": 0.08,
+                                   "max_warmup_steps": 8, "warmup_interval": 1, "max_cached_steps": -1,
+                                   "max_continuous_cached_steps": -1, "enable_taylorseer": False,
+                                   "taylorseer_order": 1}  # fmt: skip
+
+
+@pytest.mark.parametrize("policy", list(POLICY_FORMS))
+def test_a_request_runs_the_step_cache_it_chooses_with_its_keys(tmp_path, policy):
+    """Each policy by name through the app, as the SDK's form sends it: shown in the video object,
+    and planned for the run the model makes, whatever the server's own policy (teacache)."""
+    config = CONFIG.with_overrides({"cache_policy": "teacache", "cache_model": "wan2.1-t2v-1.3b"})
+    denoiser = FakeDenoiser()
+    runner = JobRunner(fake_service(lambda: denoiser), config, SqliteJobStore(tmp_path / "jobs.sqlite"),
+                       output_dir=tmp_path, queue_capacity=4, max_batch=1, model="wan-test")  # fmt: skip
+    client = TestClient(build_app(runner))
+    response = _form(client, {"prompt": "a cat", "cache_policy": policy, **POLICY_FORMS[policy]})
+    assert response.status_code == 202, response.text
+    shown = response.json()["cache"]
+    assert shown["cache_policy"] == policy and all(str(shown[key]).lower() == value for key, value in POLICY_FORMS[policy].items()
+                                                   if key != "cache_model")  # fmt: skip
+    runner.start()
+    try:
+        deadline = time.monotonic() + 30
+        while client.get(f"/v1/videos/{response.json()['id']}").json()["status"] != "completed":
+            assert time.monotonic() < deadline, "the job never completed"
+            time.sleep(0.01)
+    finally:
+        runner.stop()
+    (plan,) = denoiser.plans
+    assert list(plan.cache.features) == [policy]
+    if policy == "dbcache":
+        rule = plan.cache.features["dbcache"].rule
+        assert (rule.first_blocks, rule.last_blocks, rule.threshold, rule.taylorseer_order) == (4, 1, 0.2, 2)
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [({"cache_policy": "dbcache", "Fn_compute_blocks": "41"}, "Fn_compute_blocks=41: this transformer has 40 blocks"),
+     ({"cache_policy": "dbcache", "taylorseer_order": "two"}, "taylorseer_order='two': not a number"),
+     ({"cache_policy": "dbcache", "residual_diff_threshold": "nan"}, "residual_diff_threshold='nan'"),
+     ({"cache_policy": "cfg_cache", "guidance_scale": "1"}, "cfg_cache"),
+     ({"cache_policy": "magcache"}, "cache_policy=magcache needs mag_ratios"),
+     ({"magcache_calibration": "true"}, "magcache_calibration: a calibration run's curve"),
+     ({"cache_policy": "dbcache", "cache": '{"Fn_compute_blocks": 1}'}, "cache: give the step cache's keys as fields")],
+)  # fmt: skip
+def test_a_bad_step_cache_is_422_naming_the_key_and_the_fix(client, runner, fields, named):
+    response = _form(client, {"prompt": "x", **fields})
+    assert response.status_code == 422 and named in response.json()["error"]["message"], response.text
+    assert "wanjax_queue_depth 0" in runner.metrics.text()

@@ -78,3 +78,15 @@ def test_only_jobs_with_equal_loras_share_a_batch():
     assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["a", "c"]
     assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["b"]
     assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["d"]
+
+
+def test_only_jobs_with_equal_step_caches_share_a_batch():
+    def cached(**keys):
+        return CONFIG.with_cache({"cache_policy": "dbcache", **keys}, source="test")
+
+    queue = JobQueue(capacity=8)
+    for job_id, cache in (("a", cached()), ("b", cached(enable_taylorseer=True)), ("c", cached()), ("d", CONFIG.cache)):
+        queue.put(job_id, _request(cache=cache, seed=len(queue)))
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["a", "c"]
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["b"]
+    assert [job_id for job_id, _ in queue.take(max_batch=4)] == ["d"]

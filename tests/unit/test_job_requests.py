@@ -21,7 +21,7 @@ from wanjax.application.job_requests import (
 )
 from wanjax.domain.architectures import WAN22_ANIMATE_14B
 from wanjax.domain.conditioning import ImageConditioning
-from wanjax.domain.config import GenerationConfig
+from wanjax.domain.config import GenerationConfig, is_cache_key
 from wanjax.domain.modes.base import ModelTraits
 from wanjax.domain.specs import VaeSpec
 from wanjax.domain.errors import ConfigError, InvalidRequestError
@@ -160,6 +160,22 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
     assert again == request and again.input("image").shape == (8, 8, 3) and again.input("image")[0, 0, 0] == 7
 
 
+def test_a_request_chooses_its_step_cache_by_its_keys_and_its_record_keeps_it():
+    dbcache = {"cache_policy": "dbcache", "Fn_compute_blocks": "1", "residual_diff_threshold": 1,
+               "enable_taylorseer": True, "taylorseer_order": 2}  # fmt: skip
+    request = _request(dbcache)
+    cache = request.cache
+    assert (cache.policy, cache.Fn_compute_blocks, cache.residual_diff_threshold) == ("dbcache", 1, 1.0)
+    assert (cache.enable_taylorseer, cache.taylorseer_order, cache.max_warmup_steps) == (True, 2, 8)  # cache-dit's default
+    assert _request({}).cache == CONFIG.cache  # no key given: the server's
+    record = request_record(request)
+    assert record["cache_policy"] == "dbcache" and "cache" not in record
+    other = CONFIG.with_overrides({"cache_policy": "teacache", "cache_model": "wan2.1-t2v-1.3b", "Fn_compute_blocks": "3"})
+    assert request_from_record(record, {}, other) == request and queued_request(record, other) == request
+    before = {name: value for name, value in record.items() if not is_cache_key(name)}  # a record of before
+    assert request_from_record(before, {}, other).cache == other.cache
+
+
 @pytest.mark.parametrize(
     ("fields", "media", "message"),
     [
@@ -170,7 +186,14 @@ def test_the_record_is_the_same_request_on_a_server_with_other_defaults():
         ({"seconds": "1e308"}, {}, "seconds='1e308'"),
         ({"model": "sora-2"}, {}, "model='sora-2': this server serves 'demo'"),
         ({"image": "AAAA"}, {}, "image: send it as the file `input_reference`"),
-        ({"cache": "magcache"}, {}, "cache: set by the server"),
+        ({"cache": {"cache_policy": "dbcache"}}, {}, "cache: give the step cache's keys as fields of their own"),
+        ({"magcache_calibration": True}, {}, "magcache_calibration: .* `wanjax generate"),
+        ({"use_magcache": True}, {}, "'use_magcache' is maxdiffusion's switch; .*: cache_policy=magcache"),
+        ({"cache_policy": "fastcache"}, {}, "cache_policy='fastcache': must be one of none, .*, dbcache"),
+        ({"cache_policy": "dbcache", "Fn_compute_blocks": 0}, {}, "Fn_compute_blocks=0: must be an integer >= 1"),
+        ({"cache_policy": "dbcache", "Fn_compute_blocks": 1.5}, {}, "Fn_compute_blocks=1.5 is not a valid int"),
+        ({"enable_taylorseer": "maybe"}, {}, "enable_taylorseer='maybe' is not a valid bool \\(true or false\\)"),
+        ({"cache_policy": "dbcache", "warmup_interval": 0}, {}, "warmup_interval=0: must be a non-zero integer"),
         ({"reference_image": {}}, {}, "reference_image: VACE inputs are taken by `wanjax generate` only"),
         ({"pose_video": "AAAA"}, {}, "pose_video: send it as the file `pose_video`"),
         ({}, {"input_reference": _png(1), "last_image": b"not a png"}, "last_image .* is not"),
