@@ -6,13 +6,16 @@ for Wan 2.1 1.3B at 832x480x81 with guidance):
 - gpu: `cudnn`, cuDNN's fused flash attention (bf16/fp16, head width <= 128), falling back
   to our Pallas kernel (Triton) for the calls cuDNN does not take (fp32);
 - tpu: `pallas`, our Pallas flash kernel (Mosaic), the keys swept as a grid axis.
+
+`blockwise_sage` is never auto's: the blockwise kernel with q k^T in int8 and p v in fp8
+(SageAttention-style), an option that trades accuracy for speed (docs/sampling.md).
 """
 
 from __future__ import annotations
 
 from wanjax.domain.errors import ConfigError
 
-ATTENTION_BACKENDS = ("auto", "xla", "blockwise", "cudnn", "pallas", "tokamax")
+ATTENTION_BACKENDS = ("auto", "xla", "blockwise", "cudnn", "pallas", "tokamax", "blockwise_sage")
 AUTO_BY_PLATFORM = {"cpu": "blockwise", "gpu": "cudnn", "tpu": "pallas"}
 MATERIALISES_LOGITS = ("xla",)
 
