@@ -16,6 +16,8 @@ from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.platform.scaled_matmul import int8_dot_general
 from wanjax.application.builders import sage_attention
 from wanjax.domain.attention_call import CROSS, SELF, AttentionCall, FrameBlockCausal
+from wanjax.domain.config import GenerationConfig
+from wanjax.domain.errors import ConfigError
 from wanjax.domain.settings import DenoiserSettings
 
 RELATIVE_L2 = 0.06  # measured 0.025-0.035 (see the module)
@@ -101,3 +103,12 @@ def test_int8_logits_alone_are_close():
 def test_the_setting_selects_it():
     assert DenoiserSettings(attention="blockwise_sage").attention == "blockwise_sage"
     assert isinstance(sage_attention(), SageAttention)
+
+
+def test_ring_attention_would_run_in_its_place_so_is_refused_by_name():
+    config = GenerationConfig.from_mapping({"attention": "blockwise_sage", "mesh_context": 2})  # ulysses: fine
+    assert config.denoiser.attention == "blockwise_sage"
+    with pytest.raises(ConfigError, match="attention=blockwise_sage .* context_parallel=ulysses"):
+        GenerationConfig.from_mapping({"attention": "blockwise_sage", "mesh_context": 2, "context_parallel": "ring"})
+    with pytest.raises(ConfigError, match="context_parallel=ring"):  # however the keys came, --set included
+        config.with_overrides({"context_parallel": "ring"})
