@@ -138,9 +138,9 @@ def blockwise_attention() -> AttentionFn:
 
 def sage_attention() -> AttentionFn:
     """The blockwise kernel with q k^T in int8 and p v in fp8 (SageAttention-style), on every platform."""
-    from wanjax.adapters.jax.attention.sage import SageAttention
+    from wanjax.adapters.jax.attention.sage import sage_attention as blockwise_sage
 
-    return SageAttention()
+    return blockwise_sage()
 
 
 def cudnn_attention() -> AttentionFn:

@@ -10,18 +10,18 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention, BlockProducts
-from wanjax.adapters.jax.attention.sage import SAGE_PRODUCTS, SageAttention
+from wanjax.adapters.jax.attention.blockwise import BlockArithmetic, BlockwiseAttention
+from wanjax.adapters.jax.attention.sage import SAGE, sage_attention
 from wanjax.adapters.jax.attention.xla import XlaAttention
-from wanjax.adapters.jax.platform.scaled_matmul import int8_dot_general
-from wanjax.application.builders import sage_attention
+from wanjax.adapters.jax.platform.scaled_matmul import fp8_dot_general, int8_dot_general
+from wanjax.application import builders
 from wanjax.domain.attention_call import CROSS, SELF, AttentionCall, FrameBlockCausal
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.settings import DenoiserSettings
 
 RELATIVE_L2 = 0.06  # measured 0.025-0.035 (see the module)
-SMALL = SageAttention(block_q=16, block_k=32)  # several blocks, and a ragged last one, at these lengths
+SMALL = sage_attention(block_q=16, block_k=32)  # several blocks, and a ragged last one, at these lengths
 
 CASES = {  # name: (T, S, N, H, key lengths or None)
     "self over several blocks": (37, 37, 3, 16, None),
@@ -69,12 +69,12 @@ def test_frame_block_causal_calls_are_honoured():
     grid = (4, 2, 3)  # 24 tokens, frame blocks of 2 frames: 12 tokens
     call = AttentionCall(kind=SELF, grid=grid, structure=FrameBlockCausal(2))
     q, k, v = qkv(24, 24, 2, 16, seed=1)
-    out = SageAttention(block_q=8, block_k=8)(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), call)
+    out = sage_attention(block_q=8, block_k=8)(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), call)
     assert relative_l2(out, exact(q, k, v, call)) <= RELATIVE_L2
     # the first frame block's queries see only its keys: changing the later keys changes nothing there
     k2 = k.copy()
     k2[:, 12:] += 5.0
-    again = SageAttention(block_q=8, block_k=8)(*(jnp.asarray(x, jnp.float32) for x in (q, k2, v)), call)
+    again = sage_attention(block_q=8, block_k=8)(*(jnp.asarray(x, jnp.float32) for x in (q, k2, v)), call)
     assert relative_l2(again[:, :12], exact(q, k2, v, call)[:, :12]) <= RELATIVE_L2
 
 
@@ -86,8 +86,8 @@ def test_keys_sharing_a_large_channel_are_smoothed():
     call = AttentionCall(kind=SELF)
     inputs = [jnp.asarray(x, jnp.float32) for x in (q, k, v)]
     reference = exact(q, k, v, call)
-    unsmoothed = BlockwiseAttention(64, 64, products=SAGE_PRODUCTS)(*inputs, call)
-    smoothed = SageAttention(64, 64)(*inputs, call)
+    unsmoothed = BlockwiseAttention(64, 64, arithmetic=BlockArithmetic(int8_dot_general, fp8_dot_general))(*inputs, call)
+    smoothed = sage_attention(64, 64)(*inputs, call)
     assert relative_l2(smoothed, reference) <= RELATIVE_L2 < relative_l2(unsmoothed, reference)
 
 
@@ -95,14 +95,14 @@ def test_int8_logits_alone_are_close():
     """q k^T in int8 with the bf16 p v: the logits' share of the error, measured 0.65%."""
     q, k, v = qkv(37, 37, 3, 16)
     call = AttentionCall(kind=SELF)
-    products = BlockProducts(logits=int8_dot_general)
-    out = BlockwiseAttention(16, 32, products=products)(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), call)
+    arithmetic = BlockArithmetic(logits=int8_dot_general)
+    out = BlockwiseAttention(16, 32, arithmetic=arithmetic)(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), call)
     assert relative_l2(out, exact(q, k, v, call)) <= 0.015
 
 
 def test_the_setting_selects_it():
     assert DenoiserSettings(attention="blockwise_sage").attention == "blockwise_sage"
-    assert isinstance(sage_attention(), SageAttention)
+    assert builders.sage_attention().arithmetic == SAGE
 
 
 def test_ring_attention_would_run_in_its_place_so_is_refused_by_name():

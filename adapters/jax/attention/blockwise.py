@@ -46,14 +46,21 @@ HEADS_BATCH = (((3,), (3,)), ((0, 1), (0, 1)))
 VALUES_BATCH = (((3,), (2,)), ((0, 1), (0, 1)))
 
 
+def _as_given(k: jax.Array) -> jax.Array:
+    return k
+
+
 @dataclasses.dataclass(frozen=True)
-class BlockProducts:
-    """The two matrix products of each block, each with `lax.dot_general`'s signature: q k^T
-    (`logits`) and p v (`values`). bf16 (the operands' dtype) by default; a quantized kernel's
-    (adapters/jax/attention/sage.py) scale their operands into int8 or fp8."""
+class BlockArithmetic:
+    """How the kernel computes: the two matrix products of each block, each with `lax.dot_general`'s
+    signature, q k^T (`logits`) and p v (`values`), and what the keys [B, S, N, H] become before any
+    block (`keys`: softmax ignores a shift every key shares). The operands' dtype and the keys as
+    given by default; the SageAttention-style kernel's (adapters/jax/attention/sage.py) scale the
+    products' operands into int8 and fp8 and smooth the keys."""
 
     logits: Callable[..., jax.Array] = lax.dot_general
     values: Callable[..., jax.Array] = lax.dot_general
+    keys: Callable[[jax.Array], jax.Array] = _as_given
 
 
 class SoftmaxState(NamedTuple):
@@ -99,7 +106,7 @@ def fold_keys(
     visible: Callable[[jax.Array], jax.Array] | None = None,
     query_offset: jax.Array | int = 0,
     key_offset: jax.Array | int = 0,
-    products: BlockProducts = BlockProducts(),
+    arithmetic: BlockArithmetic = BlockArithmetic(),
 ) -> SoftmaxState:
     """`state` of queries q [B, N, T, H] updated with the keys/values k, v [B, N, S, H].
 
@@ -109,7 +116,7 @@ def fold_keys(
     `visible`: global query indices [bq] int32 -> how many keys, in global order, each sees (a
     prefix that never shrinks as the index grows: a structure's `visible_keys`); None: all.
     The queries here are global indices `query_offset`.., the keys `key_offset`.. (a ring's shards).
-    `products`: the two matrix products of each block (bf16's unless a quantized kernel's).
+    `arithmetic`: the two matrix products of each block (its `keys` are the caller's to apply).
     """
     t, s = q.shape[2], k.shape[2]
     block_q, block_k = min(block_q, t), min(block_k, s)
@@ -125,7 +132,7 @@ def fold_keys(
         if visible is not None:
             query_index = query_offset + q_start + jnp.arange(q_block.shape[2], dtype=jnp.int32)  # [bq]
             key_end = visible(query_index) - key_offset  # [bq], in this k's indices
-        return _sweep_keys(q_block, k, v, state_block, block_k, limit, key_end, products)
+        return _sweep_keys(q_block, k, v, state_block, block_k, limit, key_end, arithmetic)
 
     if t == block_q:
         return sweep(q, state, 0)
@@ -157,13 +164,13 @@ def _sweep_keys(
     block_k: int,
     limit: jax.Array | None,
     key_end: jax.Array | None,
-    products: BlockProducts,
+    arithmetic: BlockArithmetic,
 ) -> SoftmaxState:
     """One query block q [B, N, bq, H] over every key block of k/v [B, N, S', H] (S' a multiple of
     `block_k`); keys at or past limit[b] are masked out (None: all count), and for query i those
     at or past key_end[i] (None: all count); a key block past every query's end is skipped."""
     num_blocks = k.shape[2] // block_k
-    fold = functools.partial(_fold_block, q, limit=limit, key_end=key_end, products=products)
+    fold = functools.partial(_fold_block, q, limit=limit, key_end=key_end, arithmetic=arithmetic)
     if key_end is not None:
         fold = _skipping_unseen(fold, key_end.max())
     if num_blocks == 1:
@@ -197,16 +204,16 @@ def _fold_block(
     *,
     limit: jax.Array | None,
     key_end: jax.Array | None,
-    products: BlockProducts,
+    arithmetic: BlockArithmetic,
 ) -> SoftmaxState:
     """`state` updated with one key block k/v [B, N, bk, H] whose first key has index `start`;
     keys at or past limit[b] (per row) or key_end[i] (per query) are masked out.
 
     Logits and probabilities are fp32; probabilities are cast to v's dtype for the PV matmul,
-    as `jax.nn.dot_product_attention` does; the two products are `products`'. The old sum and
+    as `jax.nn.dot_product_attention` does; the two products are `arithmetic`'s. The old sum and
     output are rescaled by exp(old max - new max), so every term ends up relative to the global max.
     """
-    logits = products.logits(q, k, HEADS_BATCH, preferred_element_type=jnp.float32)  # "bnth,bnsh->bnts"
+    logits = arithmetic.logits(q, k, HEADS_BATCH, preferred_element_type=jnp.float32)  # "bnth,bnsh->bnts"
     logits = logits * q.shape[-1] ** -0.5  # [B, N, bq, bk]
     key_index = start + jnp.arange(k.shape[2], dtype=jnp.int32)  # [bk]
     if limit is not None:
@@ -218,7 +225,7 @@ def _fold_block(
     peak = jnp.maximum(state.peak, logits.max(axis=-1))  # [B, N, bq]
     p = jnp.exp(logits - peak[..., None])
     rescale = jnp.exp(state.peak - peak)  # [B, N, bq]
-    pv = products.values(p.astype(v.dtype), v, VALUES_BATCH, preferred_element_type=jnp.float32)  # "bnts,bnsh->bnth"
+    pv = arithmetic.values(p.astype(v.dtype), v, VALUES_BATCH, preferred_element_type=jnp.float32)  # "bnts,bnsh->bnth"
     return SoftmaxState(peak, rescale * state.total + p.sum(axis=-1), rescale[..., None] * state.acc + pv)
 
 
@@ -230,13 +237,13 @@ class BlockwiseAttention:
 
     `block_q` x `block_k` fp32 logits per (row, head) are alive at once: 2 x 12 x 1024 x 512
     x 4 B = 50 MB for Wan 1.3B with guidance, whatever the video size. Never pads keys
-    (`key_alignment` 1): the last key block is masked inside. `products` computes each block's two
-    matrix products (bf16's by default; the SageAttention-style kernel's in int8 and fp8).
+    (`key_alignment` 1): the last key block is masked inside. `arithmetic` is how it computes
+    (bf16's products by default; `attention=blockwise_sage`'s in int8 and fp8: attention/sage.py).
     """
 
     block_q: int = 1024
     block_k: int = 512
-    products: BlockProducts = BlockProducts()
+    arithmetic: BlockArithmetic = BlockArithmetic()
 
     @property
     def key_alignment(self) -> int:
@@ -257,7 +264,7 @@ class BlockwiseAttention:
         """q [B, T, N, H], k/v [B, S, N, H] -> [B, T, N, H]; `key_value_seq_lengths` [B] masks
         each row's keys past its length."""
         self.check(call)
-        q, k, v = map(heads_first, (q, k, v))
+        q, k, v = map(heads_first, (q, self.arithmetic.keys(k), v))
         state = fold_keys(
             q,
             k,
@@ -267,7 +274,7 @@ class BlockwiseAttention:
             block_k=self.block_k,
             kv_lengths=key_value_seq_lengths,
             visible=visible_keys(call),
-            products=self.products,
+            arithmetic=self.arithmetic,
         )
         return normalised(state, q.dtype)
 

@@ -21,7 +21,7 @@ int8's rounding, 1/254 of each slice's largest value at most: about 1% for norma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -32,38 +32,35 @@ E4M3 = jnp.float8_e4m3fn
 E4M3_MAX = float(jnp.finfo(E4M3).max)  # 448
 INT8_MAX = 127.0  # symmetric: -127..127
 
-
 Dimensions = tuple[tuple[Sequence[int], Sequence[int]], tuple[Sequence[int], Sequence[int]]]
 
 
-def fp8_dot_general(
-    lhs: jax.Array,
-    rhs: jax.Array,
-    dimension_numbers: Dimensions,
-    precision: Any = None,
-    preferred_element_type: Any = None,
-    out_sharding: Any = None,
-) -> jax.Array:
-    """`lax.dot_general` with both operands in e4m3 and fp32 accumulation; the result in
-    `preferred_element_type`, else the operands' dtype. Each operand's scales are per slice along
-    its free and batch axes (a linear layer's tokens and channels; attention's queries, keys and
-    value channels per head). `precision` is accepted for the signature and has no meaning in fp8."""
-    return _scaled_dot_general(lhs, rhs, dimension_numbers, E4M3, preferred_element_type, out_sharding)
+def _scaled_dot_general(operand_dtype: Any) -> Callable[..., jax.Array]:
+    """`lax.dot_general`'s signature, computed with both operands scaled into `operand_dtype`."""
+
+    def dot_general(
+        lhs: jax.Array,
+        rhs: jax.Array,
+        dimension_numbers: Dimensions,
+        precision: Any = None,
+        preferred_element_type: Any = None,
+        out_sharding: Any = None,
+    ) -> jax.Array:
+        return _scaled_product(lhs, rhs, dimension_numbers, operand_dtype, preferred_element_type, out_sharding)
+
+    return dot_general
 
 
-def int8_dot_general(
-    lhs: jax.Array,
-    rhs: jax.Array,
-    dimension_numbers: Dimensions,
-    precision: Any = None,
-    preferred_element_type: Any = None,
-    out_sharding: Any = None,
-) -> jax.Array:
-    """`fp8_dot_general` with int8 operands (rounded to the nearest step) and int32 accumulation."""
-    return _scaled_dot_general(lhs, rhs, dimension_numbers, jnp.int8, preferred_element_type, out_sharding)
+fp8_dot_general = _scaled_dot_general(E4M3)
+"""`lax.dot_general` with both operands in e4m3 and fp32 accumulation; the result in
+`preferred_element_type`, else the operands' dtype. Each operand's scales are per slice along its
+free and batch axes (a linear layer's tokens and channels; attention's queries, keys and value
+channels per head). `precision` is accepted for the signature and has no meaning here."""
+int8_dot_general = _scaled_dot_general(jnp.int8)
+"""`fp8_dot_general` with int8 operands (rounded to the nearest step) and int32 accumulation."""
 
 
-def _scaled_dot_general(
+def _scaled_product(
     lhs: jax.Array,
     rhs: jax.Array,
     dimension_numbers: Dimensions,
