@@ -4,12 +4,16 @@ multiplied with fp32 (int32 for int8) accumulation, the scales applied to the pr
 The scales are dynamic and fine-grained: one per row of the activations (per token) and one per
 output channel of the weights, each max |x| over the contracted axis over the type's largest value
 (448 for e4m3, 127 for int8), computed as the operands come, so no calibration and no change to the
-stored weights (a model stored in bf16 or in unscaled fp8 both run this way). The two quantisations
-read each operand once more than a bf16 product does: 0.1-0.6 ms a step for a 14B or 1.3B model's
-kernels at HBM3's rate, against a step of 0.2-22 s. On Hopper GPUs XLA hands a dot of two e4m3
-operands to cuBLASLt's fp8 GEMM (twice bf16's tensor-core rate), and one of two int8 operands to
-cuBLAS's int8 GEMM (the same rate); on a CPU both are emulated (slower than fp32: for tests). Batch
-dimensions are allowed (the attention's per-head products, adapters/jax/attention/sage.py): there the
+stored weights (a model stored in bf16 or in unscaled fp8 both run this way). The weights'
+quantisation reads the bf16 kernels and writes their e4m3 copy at every call, where a bf16 product
+reads the kernels once: about one more read of them a forward, 2.8 GB for the 1.3B model's blocks
+(0.6-0.8 ms at an H200's or H100's 4.8 or 3.35 TB/s) and 28 GB for the 14B's (6-8 ms), under 1% of
+their steps (0.18 and 22 s in bf16; the activations' quantisation is smaller still). Scales computed
+once at load would spare it and halve the kernels' memory; they would need the layers to hand the
+product a quantized kernel rather than the array `nnx.Linear` reads (not done). On Hopper GPUs XLA
+hands a dot of two e4m3 operands to cuBLASLt's fp8 GEMM (twice bf16's tensor-core rate), and one of
+two int8 operands to cuBLAS's int8 GEMM (the same rate); on a CPU both are emulated (slower than
+fp32: for tests). Batch dimensions are allowed (the attention's per-head products, adapters/jax/attention/sage.py): there the
 scales are per slice along the batch and free axes alike.
 
 The error of `fp8_dot_general` is e4m3's rounding of both operands (3 mantissa bits: at most 1/16
