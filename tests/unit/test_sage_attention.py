@@ -45,7 +45,8 @@ def exact(q, k, v, call: AttentionCall, lengths=None) -> np.ndarray:
     """fp32 attention over every key, or over each row's first `lengths` keys."""
     if lengths is None:
         return np.asarray(XlaAttention()(*(jnp.asarray(x, jnp.float32) for x in (q, k, v)), call))
-    return np.concatenate([exact(q[i : i + 1], k[i : i + 1, :n], v[i : i + 1, :n], call) for i, n in enumerate(lengths)])
+    rows = [exact(q[i : i + 1], k[i : i + 1, :n], v[i : i + 1, :n], call) for i, n in enumerate(lengths)]
+    return np.concatenate(rows)
 
 
 @pytest.mark.parametrize("case", list(CASES))
@@ -86,7 +87,8 @@ def test_keys_sharing_a_large_channel_are_smoothed():
     call = AttentionCall(kind=SELF)
     inputs = [jnp.asarray(x, jnp.float32) for x in (q, k, v)]
     reference = exact(q, k, v, call)
-    unsmoothed = BlockwiseAttention(64, 64, arithmetic=BlockArithmetic(int8_dot_general, fp8_dot_general))(*inputs, call)
+    unsmoothed_arithmetic = BlockArithmetic(logits=int8_dot_general, values=fp8_dot_general)
+    unsmoothed = BlockwiseAttention(64, 64, arithmetic=unsmoothed_arithmetic)(*inputs, call)
     smoothed = sage_attention(64, 64)(*inputs, call)
     assert relative_l2(smoothed, reference) <= RELATIVE_L2 < relative_l2(unsmoothed, reference)
 

@@ -42,8 +42,8 @@ MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 
 # The two products of a block as `lax.dot_general` takes them, heads-first: [B, N] batch axes,
 # logits contracting q's and k's H, the output contracting p's S with v's.
-HEADS_BATCH = (((3,), (3,)), ((0, 1), (0, 1)))
-VALUES_BATCH = (((3,), (2,)), ((0, 1), (0, 1)))
+LOGITS_DIMENSIONS = (((3,), (3,)), ((0, 1), (0, 1)))
+VALUES_DIMENSIONS = (((3,), (2,)), ((0, 1), (0, 1)))
 
 
 def _as_given(k: jax.Array) -> jax.Array:
@@ -213,7 +213,7 @@ def _fold_block(
     as `jax.nn.dot_product_attention` does; the two products are `arithmetic`'s. The old sum and
     output are rescaled by exp(old max - new max), so every term ends up relative to the global max.
     """
-    logits = arithmetic.logits(q, k, HEADS_BATCH, preferred_element_type=jnp.float32)  # "bnth,bnsh->bnts"
+    logits = arithmetic.logits(q, k, LOGITS_DIMENSIONS, preferred_element_type=jnp.float32)  # "bnth,bnsh->bnts"
     logits = logits * q.shape[-1] ** -0.5  # [B, N, bq, bk]
     key_index = start + jnp.arange(k.shape[2], dtype=jnp.int32)  # [bk]
     if limit is not None:
@@ -225,7 +225,8 @@ def _fold_block(
     peak = jnp.maximum(state.peak, logits.max(axis=-1))  # [B, N, bq]
     p = jnp.exp(logits - peak[..., None])
     rescale = jnp.exp(state.peak - peak)  # [B, N, bq]
-    pv = arithmetic.values(p.astype(v.dtype), v, VALUES_BATCH, preferred_element_type=jnp.float32)  # "bnts,bnsh->bnth"
+    p_cast = p.astype(v.dtype)
+    pv = arithmetic.values(p_cast, v, VALUES_DIMENSIONS, preferred_element_type=jnp.float32)  # "bnts,bnsh->bnth"
     return SoftmaxState(peak, rescale * state.total + p.sum(axis=-1), rescale[..., None] * state.acc + pv)
 
 

@@ -13,8 +13,8 @@ once at load would spare it and halve the kernels' memory; they would need the l
 product a quantized kernel rather than the array `nnx.Linear` reads (not done). On Hopper GPUs XLA
 hands a dot of two e4m3 operands to cuBLASLt's fp8 GEMM (twice bf16's tensor-core rate), and one of
 two int8 operands to cuBLAS's int8 GEMM (the same rate); on a CPU both are emulated (slower than
-fp32: for tests). Batch dimensions are allowed (the attention's per-head products, adapters/jax/attention/sage.py): there the
-scales are per slice along the batch and free axes alike.
+fp32: for tests). Batch dimensions are allowed (the attention's per-head products,
+adapters/jax/attention/sage.py): there the scales are per slice along the batch and free axes alike.
 
 The error of `fp8_dot_general` is e4m3's rounding of both operands (3 mantissa bits: at most 1/16
 relative per element, about 3.6% RMS each), which the sum over the contracted axis averages: a
