@@ -136,6 +136,13 @@ def blockwise_attention() -> AttentionFn:
     return BlockwiseAttention()
 
 
+def sage_attention() -> AttentionFn:
+    """The blockwise kernel with q k^T in int8 and p v in fp8 (SageAttention-style), on every platform."""
+    from wanjax.adapters.jax.attention.sage import sage_attention as blockwise_sage
+
+    return blockwise_sage()
+
+
 def cudnn_attention() -> AttentionFn:
     """cuDNN flash attention, our Pallas kernel where cuDNN does not apply; a ConfigError off GPUs."""
     from wanjax.adapters.jax.attention.cudnn import CudnnAttention
@@ -220,7 +227,7 @@ def transformer_runtime(
     storage = engine_dtype if settings.is_fp8 else settings.weights_dtype
     matmul = {}
     if settings.matmul_dtype == "float8_e4m3fn":
-        from wanjax.adapters.jax.platform.fp8_matmul import fp8_dot_general
+        from wanjax.adapters.jax.platform.scaled_matmul import fp8_dot_general
 
         matmul = {"block_matmul": fp8_dot_general}
     return TransformerRuntime(

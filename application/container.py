@@ -39,6 +39,7 @@ class Container(containers.DeclarativeContainer):
         cudnn=providers.Singleton(builders.cudnn_attention),
         pallas=providers.Singleton(builders.pallas_attention),
         tokamax=providers.Singleton(builders.tokamax_attention, platform),
+        blockwise_sage=providers.Singleton(builders.sage_attention),
     )
 
     mesh_shape = settings.provided.mesh.shape

@@ -16,6 +16,7 @@ from typing import Any
 
 import attrs
 
+from wanjax.domain.attention import check_ring_attention
 from wanjax.domain.caching.settings import CacheSettings
 from wanjax.domain.errors import ConfigError, InvalidRequestError
 from wanjax.domain.modes.options import ModeOptionDefaults
@@ -81,6 +82,7 @@ class GenerationConfig:
             check_sampler(self.sampling.sample_solver, self.sampling.sigma_schedule)
         except InvalidRequestError as err:
             raise ConfigError(str(err)) from None
+        check_ring_attention(self.denoiser.attention, self.mesh.context_parallel, self.mesh.context)
 
     @staticmethod
     def keys() -> tuple[str, ...]:

@@ -114,7 +114,8 @@ class DenoiserSettings:
     "Denoising speed"); none of the speed options changes the model."""
 
     attention: str = attrs.field(default=AUTO, validator=_one_of(ATTENTION_BACKENDS))
-    """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py)."""
+    """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py);
+    blockwise_sage: blockwise with q k^T in int8 and p v in fp8 (adapters/jax/attention/sage.py)."""
     scan_layers: bool = True
     activations_dtype: str = _dtype("activations_dtype")
     """The transformer's compute dtype: auto (= dtype), float32 or bfloat16."""
@@ -124,7 +125,7 @@ class DenoiserSettings:
     matmul_dtype: str = attrs.field(default=AUTO, validator=_one_of(MATMUL_DTYPES))
     """What the blocks' linear layers multiply in: auto (activations_dtype), or float8_e4m3fn (both
     operands scaled into e4m3, per token and per output channel, fp32 accumulation: fp8 GEMMs on
-    Hopper GPUs; adapters/jax/platform/fp8_matmul.py). Works with any weights_dtype."""
+    Hopper GPUs; adapters/jax/platform/scaled_matmul.py). Works with any weights_dtype."""
     scheduler_dtype: str = attrs.field(default="float32", validator=_one_of(SCHEDULER_DTYPES))
     """The solver state between steps and its arithmetic: float32 (as diffusers) or bfloat16."""
     use_kv_cache: bool = True

@@ -27,7 +27,7 @@ import numpy as np
 import vae_stage
 from commands import SMOKE_STEPS, WANJAX, run
 from e2e_stage import E2E
-from fp8_stage import fp8_matmul_13b_480p_25, fp8_matmul_14b_720p_81
+from fp8_stage import fp8_matmul_13b_480p_25, fp8_matmul_14b_720p_81, sage_13b_480p_25
 from quantized_stage import bench_14b_720p_81_gguf
 
 
@@ -109,11 +109,22 @@ def attention_75600(out: Path, smoke: bool) -> dict:
     return _attention(tokens=384 if smoke else 75600, heads=2 if smoke else 40)
 
 
-def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -> dict:
-    """Each backend on bf16 q, k, v [1, T, N, H] (self-attention, S = T): median seconds of
-    `repeats` runs after a warm-up, TFLOP/s, and max |out - ref| / max |ref| against `xla` in
-    float32 at precision "highest" on head 0's first 4096 queries (rows are independent, and
-    their logits fit where all of them would not: 75600^2 fp32 logits take 23 GiB a head)."""
+def attention_sage_32760(out: Path, smoke: bool) -> dict:
+    """`attention=blockwise_sage` (int8 q k^T, fp8 p v) at attention_32760's size, beside the bf16
+    kernels it would replace: blockwise (the same XLA code in bf16) and cuDNN (auto's on a GPU)."""
+    return _attention(tokens=256 if smoke else 32760, heads=2 if smoke else 12,
+                      backends=("blockwise_sage", "blockwise", "cudnn"))  # fmt: skip
+
+
+BF16_BACKENDS = ("cudnn", "pallas", "blockwise", "tokamax")
+
+
+def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5,
+               backends: tuple[str, ...] = BF16_BACKENDS) -> dict:  # fmt: skip
+    """Each of `backends` on bf16 q, k, v [1, T, N, H] (self-attention, S = T): median seconds of
+    `repeats` runs after a warm-up, TFLOP/s, and max |out - ref| / max |ref| and the relative L2
+    error against `xla` in float32 at precision "highest" on head 0's first 4096 queries (rows are
+    independent, and their logits fit where all of them would not: 75600^2 fp32 logits take 23 GiB a head)."""
     import jax
     import jax.numpy as jnp
 
@@ -138,9 +149,11 @@ def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -
         "pallas": builders.pallas_attention,
         "blockwise": builders.blockwise_attention,
         "tokamax": lambda: builders.tokamax_attention(backend),
+        "blockwise_sage": builders.sage_attention,
     }
     results: dict[str, dict] = {}
-    for name, make in makers.items():
+    for name in backends:
+        make = makers[name]
         try:
             attend = jax.jit(functools.partial(make(), call=call))
             start = time.perf_counter()
@@ -158,6 +171,7 @@ def _attention(tokens: int, heads: int, head_dim: int = 128, repeats: int = 5) -
             "seconds": seconds,
             "tflops": flops / seconds / 1e12,
             "max_relative_error": float(np.abs(head - reference).max() / np.abs(reference).max()),
+            "relative_l2_error": float(np.linalg.norm(head - reference) / np.linalg.norm(reference)),
             "first_call_seconds": compile_seconds,
         }
     return {"tokens": tokens, "heads": heads, "head_dim": head_dim, "dtype": "bfloat16", "platform": backend,
@@ -457,6 +471,8 @@ STAGES = {
         Stage("bench_14b_720p_81", 420, 250, bench_14b_720p_81),
         Stage("bench_13b_480p_81", 150, 60, bench_13b_480p_81),
         Stage("fp8_matmul_13b_480p_25", 200, 100, fp8_matmul_13b_480p_25),
+        Stage("attention_sage_32760", 90, 30, attention_sage_32760),
+        Stage("sage_13b_480p_25", 300, 150, sage_13b_480p_25),
         # the whole video, each a fresh `wanjax generate` (e2e_stage.py): the goals' 1.3B runs
         Stage("e2e_13b_480p_81", 240, 150, E2E["e2e_13b_480p_81"]),
         Stage("e2e_13b_480p_81_magcache", 150, 90, E2E["e2e_13b_480p_81_magcache"]),
@@ -488,7 +504,9 @@ STAGES = {
 # the budget skips where the rest took longer (its first try on an H200 ran past 170 s). `a14b`: the Wan 2.2 A14B video,
 # a call of its own (run it with --budget 590). `large`: the TI2V-5B video and the 14B steps. `caches`:
 # the 1.3B video under each step cache (MagCache, TeaCache, DBCache with TaylorSeer), time and steps computed.
-# `quantized`: the 14B step with GGUF Q8_0 and Q4_K kernels beside bf16 (issue 44).
+# `quantized`: the 14B step with GGUF Q8_0 and Q4_K kernels beside bf16 (issue 44). `fp8`: the quantized
+# compute options of issue 46 (fp8 matmuls, SageAttention-style attention) at the 1.3B 25-frame step and
+# attention at T = 32760, each beside bf16, with their errors.
 SELECTIONS = {
     "goals": ("environment", "attention_32760", "bench_13b_480p_25", "e2e_13b_480p_81", "e2e_13b_480p_81_magcache",
               "e2e_13b_480p_81_teacache", "profile_13b_480p_25", "fp8_matmul_13b_480p_25"),
@@ -496,4 +514,5 @@ SELECTIONS = {
     "caches": ("environment", "e2e_13b_480p_81_magcache", "e2e_13b_480p_81_teacache", "e2e_13b_480p_81_dbcache"),
     "large": ("environment", "e2e_ti2v_5b_704p_121", "bench_14b_720p_81"),
     "quantized": ("environment", "bench_14b_720p_81_gguf"),
+    "fp8": ("environment", "attention_sage_32760", "fp8_matmul_13b_480p_25", "sage_13b_480p_25"),
 }  # fmt: skip

@@ -16,6 +16,7 @@ import pytest
 from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
 from wanjax.adapters.jax.attention.pallas import PallasAttention
+from wanjax.adapters.jax.attention.sage import sage_attention
 from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.flops import attention_flops, matmul_flops
 
@@ -46,7 +47,12 @@ def test_matmul_ceiling(benchmark):
     report(benchmark, f"fp32 matmul {n}^3", matmul_flops(n, n, n))
 
 
-BACKENDS = {"xla": XlaAttention, "blockwise": BlockwiseAttention, "pallas": PallasAttention}
+BACKENDS = {
+    "xla": XlaAttention,
+    "blockwise": BlockwiseAttention,
+    "pallas": PallasAttention,
+    "blockwise_sage": sage_attention,
+}
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))

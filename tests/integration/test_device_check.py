@@ -50,8 +50,13 @@ def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
     assert all(b.get("max_relative_error", 0) < 2e-2 for b in stages["attention_32760"]["backends"].values())
     assert stages["bench_14b_720p_81_fp8"]["weights_dtype"] == "float8_e4m3fn"
     assert 0 < stages["profile_13b_480p_25"]["other_seconds_per_step"] < stages["profile_13b_480p_25"]["device_seconds"]
-    fp8_errors = stages["fp8_matmul_13b_480p_25"]["final_latents_relative_l2_vs_default"].values()
+    fp8_errors = stages["fp8_matmul_13b_480p_25"]["final_latents_relative_l2_vs_default"]["fp8"].values()
     assert all(0 < error < 0.2 for error in fp8_errors)  # the fp8 matmuls ran, and stayed near
+    for variant in ("sage", "fp8_sage"):  # int8/fp8 attention, alone and with fp8 matmuls
+        errors = stages["sage_13b_480p_25"]["final_latents_relative_l2_vs_default"][variant].values()
+        assert all(0 < error < 0.2 for error in errors)
+    sage = stages["attention_sage_32760"]["backends"]  # cuDNN is unavailable on the CPU
+    assert 0 < sage["blockwise_sage"]["relative_l2_error"] < 0.06 and sage["blockwise"]["relative_l2_error"] < 1e-2
     whole = stages["e2e_13b_480p_81"]  # a fresh `wanjax generate`, its phases from its --timings
     assert whole["steps"]["total"] == 2 and whole["frames_shape"] == [1, 17, 128, 192, 3]
     cached = stages["e2e_13b_480p_81_dbcache"]["steps"]  # DBCache with TaylorSeer: threshold 1 after 1 warm-up step

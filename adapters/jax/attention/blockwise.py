@@ -40,6 +40,29 @@ from wanjax.domain.attention_call import FEATURES, AttentionCall, refuse_unless_
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
 
 
+# The two products of a block as `lax.dot_general` takes them, heads-first: [B, N] batch axes,
+# logits contracting q's and k's H, the output contracting p's S with v's.
+LOGITS_DIMENSIONS = (((3,), (3,)), ((0, 1), (0, 1)))
+VALUES_DIMENSIONS = (((3,), (2,)), ((0, 1), (0, 1)))
+
+
+def _as_given(k: jax.Array) -> jax.Array:
+    return k
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockArithmetic:
+    """How the kernel computes: the two matrix products of each block, each with `lax.dot_general`'s
+    signature, q k^T (`logits`) and p v (`values`), and what the keys [B, S, N, H] become before any
+    block (`keys`: softmax ignores a shift every key shares). The operands' dtype and the keys as
+    given by default; the SageAttention-style kernel's (adapters/jax/attention/sage.py) scale the
+    products' operands into int8 and fp8 and smooth the keys."""
+
+    logits: Callable[..., jax.Array] = lax.dot_general
+    values: Callable[..., jax.Array] = lax.dot_general
+    keys: Callable[[jax.Array], jax.Array] = _as_given
+
+
 class SoftmaxState(NamedTuple):
     """Online softmax over the keys folded in so far, all fp32, heads-first."""
 
@@ -83,6 +106,7 @@ def fold_keys(
     visible: Callable[[jax.Array], jax.Array] | None = None,
     query_offset: jax.Array | int = 0,
     key_offset: jax.Array | int = 0,
+    arithmetic: BlockArithmetic = BlockArithmetic(),
 ) -> SoftmaxState:
     """`state` of queries q [B, N, T, H] updated with the keys/values k, v [B, N, S, H].
 
@@ -92,6 +116,7 @@ def fold_keys(
     `visible`: global query indices [bq] int32 -> how many keys, in global order, each sees (a
     prefix that never shrinks as the index grows: a structure's `visible_keys`); None: all.
     The queries here are global indices `query_offset`.., the keys `key_offset`.. (a ring's shards).
+    `arithmetic`: the two matrix products of each block (its `keys` are the caller's to apply).
     """
     t, s = q.shape[2], k.shape[2]
     block_q, block_k = min(block_q, t), min(block_k, s)
@@ -107,7 +132,7 @@ def fold_keys(
         if visible is not None:
             query_index = query_offset + q_start + jnp.arange(q_block.shape[2], dtype=jnp.int32)  # [bq]
             key_end = visible(query_index) - key_offset  # [bq], in this k's indices
-        return _sweep_keys(q_block, k, v, state_block, block_k, limit, key_end)
+        return _sweep_keys(q_block, k, v, state_block, block_k, limit, key_end, arithmetic)
 
     if t == block_q:
         return sweep(q, state, 0)
@@ -139,12 +164,13 @@ def _sweep_keys(
     block_k: int,
     limit: jax.Array | None,
     key_end: jax.Array | None,
+    arithmetic: BlockArithmetic,
 ) -> SoftmaxState:
     """One query block q [B, N, bq, H] over every key block of k/v [B, N, S', H] (S' a multiple of
     `block_k`); keys at or past limit[b] are masked out (None: all count), and for query i those
     at or past key_end[i] (None: all count); a key block past every query's end is skipped."""
     num_blocks = k.shape[2] // block_k
-    fold = functools.partial(_fold_block, q, limit=limit, key_end=key_end)
+    fold = functools.partial(_fold_block, q, limit=limit, key_end=key_end, arithmetic=arithmetic)
     if key_end is not None:
         fold = _skipping_unseen(fold, key_end.max())
     if num_blocks == 1:
@@ -178,15 +204,16 @@ def _fold_block(
     *,
     limit: jax.Array | None,
     key_end: jax.Array | None,
+    arithmetic: BlockArithmetic,
 ) -> SoftmaxState:
     """`state` updated with one key block k/v [B, N, bk, H] whose first key has index `start`;
     keys at or past limit[b] (per row) or key_end[i] (per query) are masked out.
 
     Logits and probabilities are fp32; probabilities are cast to v's dtype for the PV matmul,
-    as `jax.nn.dot_product_attention` does. The old sum and output are rescaled by
-    exp(old max - new max), so every term ends up relative to the global max.
+    as `jax.nn.dot_product_attention` does; the two products are `arithmetic`'s. The old sum and
+    output are rescaled by exp(old max - new max), so every term ends up relative to the global max.
     """
-    logits = jnp.einsum("bnth,bnsh->bnts", q, k, preferred_element_type=jnp.float32)
+    logits = arithmetic.logits(q, k, LOGITS_DIMENSIONS, preferred_element_type=jnp.float32)  # "bnth,bnsh->bnts"
     logits = logits * q.shape[-1] ** -0.5  # [B, N, bq, bk]
     key_index = start + jnp.arange(k.shape[2], dtype=jnp.int32)  # [bk]
     if limit is not None:
@@ -198,7 +225,8 @@ def _fold_block(
     peak = jnp.maximum(state.peak, logits.max(axis=-1))  # [B, N, bq]
     p = jnp.exp(logits - peak[..., None])
     rescale = jnp.exp(state.peak - peak)  # [B, N, bq]
-    pv = jnp.einsum("bnts,bnsh->bnth", p.astype(v.dtype), v, preferred_element_type=jnp.float32)
+    p_cast = p.astype(v.dtype)
+    pv = arithmetic.values(p_cast, v, VALUES_DIMENSIONS, preferred_element_type=jnp.float32)  # "bnts,bnsh->bnth"
     return SoftmaxState(peak, rescale * state.total + p.sum(axis=-1), rescale[..., None] * state.acc + pv)
 
 
@@ -210,11 +238,13 @@ class BlockwiseAttention:
 
     `block_q` x `block_k` fp32 logits per (row, head) are alive at once: 2 x 12 x 1024 x 512
     x 4 B = 50 MB for Wan 1.3B with guidance, whatever the video size. Never pads keys
-    (`key_alignment` 1): the last key block is masked inside.
+    (`key_alignment` 1): the last key block is masked inside. `arithmetic` is how it computes
+    (bf16's products by default; `attention=blockwise_sage`'s in int8 and fp8: attention/sage.py).
     """
 
     block_q: int = 1024
     block_k: int = 512
+    arithmetic: BlockArithmetic = BlockArithmetic()
 
     @property
     def key_alignment(self) -> int:
@@ -235,7 +265,7 @@ class BlockwiseAttention:
         """q [B, T, N, H], k/v [B, S, N, H] -> [B, T, N, H]; `key_value_seq_lengths` [B] masks
         each row's keys past its length."""
         self.check(call)
-        q, k, v = map(heads_first, (q, k, v))
+        q, k, v = map(heads_first, (q, self.arithmetic.keys(k), v))
         state = fold_keys(
             q,
             k,
@@ -245,6 +275,7 @@ class BlockwiseAttention:
             block_k=self.block_k,
             kv_lengths=key_value_seq_lengths,
             visible=visible_keys(call),
+            arithmetic=self.arithmetic,
         )
         return normalised(state, q.dtype)
 

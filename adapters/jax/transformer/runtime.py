@@ -34,5 +34,5 @@ class TransformerRuntime:
     # The mesh layout activations are pinned to at a few points (None: one device, no constraints).
     activation_sharding: ActivationSharding | None = None
     # The blocks' linear layers' matmul (attention projections, FFN, Animate's face adapters), with
-    # lax.dot_general's signature: plain, or fp8_dot_general (adapters/jax/platform/fp8_matmul.py).
+    # lax.dot_general's signature: plain, or fp8_dot_general (adapters/jax/platform/scaled_matmul.py).
     block_matmul: Callable[..., jax.Array] = lax.dot_general
