@@ -212,8 +212,8 @@ def transformer_runtime(
     sharding: ActivationSharding | None,
 ) -> TransformerRuntime:
     """How the experts run: the section's dtypes (with fp8 weights, all but the blocks' kernels
-    stored in `engine_dtype`) and layer scan, the blocks' matmul, the attention kernels, the
-    activations' mesh layout."""
+    stored in `engine_dtype`) and layer scan, the blocks' matmul (on a GPU with the FFN's GELU in
+    its epilogue), the attention kernels, the activations' mesh layout."""
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 
@@ -226,7 +226,7 @@ def transformer_runtime(
     return TransformerRuntime(
         dtype=jax_dtype(settings.activations_dtype), param_dtype=jax_dtype(storage),
         scan_layers=settings.scan_layers, attention=attention, self_attention=self_attention,
-        activation_sharding=sharding, **matmul,
+        activation_sharding=sharding, activation_in_matmul_epilogue=default_platform() == "gpu", **matmul,
     )  # fmt: skip
 
 

@@ -268,8 +268,8 @@ def diffusers_parity(out: Path, smoke: bool) -> dict:
 def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smoke: bool, out: Path,
            vs: str | None = "diffusers-compiled", vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None,
            extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> dict:
-    """`wanjax bench` in its own process (`extra`: more of its flags); in the smoke run the demo
-    model at its own small size."""
+    """`wanjax bench` in its own process (`extra`: more of its flags, `env`: more of its
+    environment); in the smoke run the demo model at its own small size."""
     width, height, frames = size
     steps = SMOKE_STEPS if smoke else steps
     argv = [*WANJAX, "bench", "--model", "demo" if smoke else model, "--steps", str(steps), "--json",
@@ -392,8 +392,8 @@ def profile_13b_480p_25(out: Path, smoke: bool) -> dict:
                         env={"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {dump}".strip()})
         kernels = kernel_time(trace_dir)
         around = around_matmuls(kernels.pop("by_name"), steps + 1, Path(hlo_dir))
-    return {"seconds_per_step_profiled": record["seconds_per_step"], "other_seconds_per_step": around["seconds_per_step"],
-            "around_matmuls": around, **kernels}
+    return {"seconds_per_step_profiled": record["seconds_per_step"],
+            "other_seconds_per_step": around["seconds_per_step"], "around_matmuls": around, **kernels}
 
 
 def vae_480p_81_vs_diffusers(out: Path, smoke: bool) -> dict:

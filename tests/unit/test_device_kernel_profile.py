@@ -54,7 +54,8 @@ def trace_dir(tmp_path: Path) -> Path:
     ]
     for name, micros in KERNELS.items():
         events.append({"ph": "X", "name": name, "pid": 2, "tid": GPU_STREAM, "ts": 0, "dur": micros})
-        events.append({"ph": "X", "name": name, "pid": 2, "tid": XLA_OPS, "ts": 0, "dur": micros})  # the same time again
+        # the "XLA Ops" line repeats each kernel's time: not counted twice
+        events.append({"ph": "X", "name": name, "pid": 2, "tid": XLA_OPS, "ts": 0, "dur": micros})
     folder = tmp_path / "plugins/profile/run"
     folder.mkdir(parents=True)
     (folder / "perfetto_trace.json.gz").write_bytes(gzip.compress(json.dumps({"traceEvents": events}).encode()))
