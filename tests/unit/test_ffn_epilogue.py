@@ -73,11 +73,16 @@ def test_the_epilogue_form_changes_nothing_in_fp32() -> None:
     np.testing.assert_array_equal(*outputs)
 
 
-@pytest.mark.parametrize("platform, in_epilogue", [("gpu", True), ("cpu", False), ("tpu", False)])
-def test_the_builder_puts_the_gelu_in_the_epilogue_on_gpus_only(
-    monkeypatch: pytest.MonkeyPatch, platform: str, in_epilogue: bool
+@pytest.mark.parametrize(
+    "platform, matmul_dtype, in_epilogue",
+    [("gpu", "auto", True), ("cpu", "auto", False), ("tpu", "auto", False), ("gpu", "float8_e4m3fn", False)],
+)
+def test_the_builder_puts_the_gelu_in_the_epilogue_of_gpus_bf16_matmuls_only(
+    monkeypatch: pytest.MonkeyPatch, platform: str, matmul_dtype: str, in_epilogue: bool
 ) -> None:
+    """fp8: the product's scales come between GEMM and GELU, so XLA fuses nothing (a deviceless H100
+    compile runs that GELU in bf16 arithmetic, its constants rounded to bf16): it keeps its fp32 pass."""
     monkeypatch.setattr(builders, "default_platform", lambda: platform)
-    settings = DenoiserSettings(activations_dtype="bfloat16", weights_dtype="bfloat16")
+    settings = DenoiserSettings(activations_dtype="bfloat16", weights_dtype="bfloat16", matmul_dtype=matmul_dtype)
     runtime = builders.transformer_runtime(settings, "bfloat16", XlaAttention(), None, None)
     assert runtime.activation_in_matmul_epilogue is in_epilogue

@@ -170,8 +170,9 @@ class FeedForward(nnx.Module):
     GPU compiler fuses into cuBLASLt's BIAS_GELU epilogue (tanh GELU only), which evaluates
     bias and GELU in fp32 on the fp32 accumulator before its one rounding: the pass, a read and a
     write of [B, S, F], disappears, and the pre-activation is not rounded to bf16 first (the
-    deviation docs/sampling.md names). Where XLA does not fuse it (CPU, TPU), that form rounds
-    each of the GELU's operations to the activation dtype: keep the default there.
+    deviation docs/sampling.md names). Where XLA does not fuse it (CPU, TPU, a GPU's fp8 product,
+    whose scales sit between GEMM and GELU), that form rounds each of the GELU's operations to the
+    activation dtype: keep the default there.
     """
 
     def __init__(
