@@ -85,8 +85,8 @@ def around_matmuls(by_name: dict[str, float], steps: int, hlo_dir: Path | None, 
 
 
 def step_module(hlo_dir: Path) -> str:
-    """The largest optimized module XLA dumped into `hlo_dir` (the denoising step: the process's
-    other modules, the KV-cache builder and small helpers, are a fraction of its size); "" if none."""
+    """The largest optimized module XLA dumped into `hlo_dir` (the denoising step, where the dump is
+    not limited to it: the process's other modules are a fraction of its size); "" if none."""
     dumped = sorted(hlo_dir.glob("*after_optimizations.txt"), key=lambda path: path.stat().st_size)
     return dumped[-1].read_text() if dumped else ""
 

@@ -386,7 +386,7 @@ def profile_13b_480p_25(out: Path, smoke: bool) -> dict:
     trace_dir = out / "profile_13b_480p_25"
     steps = SMOKE_STEPS if smoke else 2
     with tempfile.TemporaryDirectory() as hlo_dir:  # XLA's dump (HLO, and on a GPU its LLVM IR and PTX) stays here
-        dump = f"--xla_dump_to={hlo_dir} --xla_dump_hlo_as_text"
+        dump = f"--xla_dump_to={hlo_dir} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=guided_step"  # the step only
         record = _bench("profile_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), steps, smoke=smoke, out=out,
                         vs=None, extra=("--profile", str(trace_dir)),
                         env={"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {dump}".strip()})
