@@ -65,6 +65,7 @@ def environment(out: Path, smoke: bool) -> dict:
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
         "memory_limit_bytes": stats.get("bytes_limit"),
+        "memory_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),  # scripts/device-check sets it
         "memory_in_use_bytes": stats.get("bytes_in_use"),
         "nvidia_smi": _command(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.free,clocks.max.sm",
                                 "--format=csv,noheader"]),

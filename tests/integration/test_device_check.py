@@ -46,6 +46,7 @@ def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
         expected = "skipped" if name in NEEDS_TORCH else "passed"
         assert stage["status"] == expected, (name, stage)
     assert stages["environment"]["versions"]["jax"] == _pinned("jax")  # the image's version, not the project's
+    assert stages["environment"]["memory_fraction"] == "0.92"  # not JAX's 75%, 59.7 GiB of an 80 GB H100
     assert stages["demo_vs_cpu"]["device_runs_bitwise_equal"]
     assert all(b.get("max_relative_error", 0) < 2e-2 for b in stages["attention_32760"]["backends"].values())
     assert stages["bench_14b_720p_81_fp8"]["weights_dtype"] == "float8_e4m3fn"
