@@ -219,8 +219,8 @@ def transformer_runtime(
     sharding: ActivationSharding | None,
 ) -> TransformerRuntime:
     """How the experts run: the section's dtypes (with fp8 weights, all but the blocks' kernels
-    stored in `engine_dtype`) and layer scan, the blocks' matmul, the attention kernels, the
-    activations' mesh layout."""
+    stored in `engine_dtype`) and layer scan, the blocks' matmul (on a GPU a bf16 one takes the
+    FFN's GELU into its epilogue), the attention kernels, the activations' mesh layout."""
     from wanjax.adapters.jax.platform.dtypes import jax_dtype
     from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 
@@ -230,10 +230,13 @@ def transformer_runtime(
         from wanjax.adapters.jax.platform.scaled_matmul import fp8_dot_general
 
         matmul = {"block_matmul": fp8_dot_general}
+    # GELU in the matmul's epilogue where XLA fuses it there: cuBLASLt's GEMM on a GPU. Not after the
+    # fp8 product, whose scales sit between GEMM and GELU: unfused, the GELU would round each step.
+    in_epilogue = default_platform() == "gpu" and not matmul
     return TransformerRuntime(
         dtype=jax_dtype(settings.activations_dtype), param_dtype=jax_dtype(storage),
         scan_layers=settings.scan_layers, attention=attention, self_attention=self_attention,
-        activation_sharding=sharding, **matmul,
+        activation_sharding=sharding, activation_in_matmul_epilogue=in_epilogue, **matmul,
     )  # fmt: skip
 
 

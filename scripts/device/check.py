@@ -59,14 +59,18 @@ def _known(names: list[str]) -> list[str]:
     return list(dict.fromkeys(stage for n in names for stage in SELECTIONS.get(n, (n,))))
 
 
+_FOR_TIME = " (the check's budget)"
+
+
 def run_all(stages: list[Stage], out: Path, smoke: bool, budget: float, report_path: Path) -> int:
-    """Runs `stages` in order; a stage whose budget no longer fits is skipped, not started."""
+    """Runs `stages` in order; a stage whose budget no longer fits is skipped, not started, and the
+    report's `next_call` names the `--only` that runs the stages so skipped in another call."""
     report: dict = {"smoke": smoke, "budget_seconds": budget, "stages": {}}
     deadline = time.monotonic() + budget
     for stage in stages:
         left = deadline - time.monotonic()
         if left < stage.least_seconds:
-            entry = {"status": "skipped", "reason": f"{left:.0f} s left, needs {stage.least_seconds:.0f}"}
+            entry = {"status": "skipped", "reason": f"{left:.0f} s left, needs {stage.least_seconds:.0f}{_FOR_TIME}"}
         else:
             entry = _run_stage(stage, out, smoke, min(stage.budget_seconds, left))
         report["stages"][stage.name] = entry
@@ -75,6 +79,11 @@ def run_all(stages: list[Stage], out: Path, smoke: bool, budget: float, report_p
     failed = [n for n, e in report["stages"].items() if e["status"] in ("failed", "timeout")]
     print(f"[device check] done: {len(stages) - len(failed)} of {len(stages)} stages passed or skipped; "
           f"failed: {', '.join(failed) or 'none'}; {report_path}", flush=True)
+    if left_out := [s.name for s in stages if report["stages"][s.name].get("reason", "").endswith(_FOR_TIME)]:
+        report["next_call"] = f"--only {','.join(left_out)}"
+        _write_json(report_path, report)
+        print(f"[device check] not run for time: {', '.join(left_out)}; run them in a call of their own: "
+              f"scripts/device-check --kit KIT --out OUT {report['next_call']}", flush=True)
     return 1 if failed else 0
 
 

@@ -17,6 +17,7 @@ import re
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -28,6 +29,7 @@ import vae_stage
 from commands import SMOKE_STEPS, WANJAX, run
 from e2e_stage import E2E
 from fp8_stage import fp8_matmul_13b_480p_25, fp8_matmul_14b_720p_81, sage_13b_480p_25
+from kernel_profile import around_matmuls, kernel_time
 from quantized_stage import bench_14b_720p_81_gguf
 
 
@@ -63,6 +65,7 @@ def environment(out: Path, smoke: bool) -> dict:
         "device_kind": device.device_kind,
         "device_count": jax.device_count(),
         "memory_limit_bytes": stats.get("bytes_limit"),
+        "memory_fraction": os.environ.get("XLA_PYTHON_CLIENT_MEM_FRACTION"),  # scripts/device-check sets it
         "memory_in_use_bytes": stats.get("bytes_in_use"),
         "nvidia_smi": _command(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,memory.free,clocks.max.sm",
                                 "--format=csv,noheader"]),
@@ -279,9 +282,9 @@ def diffusers_parity(out: Path, smoke: bool) -> dict:
 
 def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smoke: bool, out: Path,
            vs: str | None = "diffusers-compiled", vae: bool = False, sets: tuple[str, ...] = (), layers: int | None = None,
-           extra: tuple[str, ...] = ()) -> dict:
-    """`wanjax bench` in its own process (`extra`: more of its flags); in the smoke run the demo
-    model at its own small size."""
+           extra: tuple[str, ...] = (), env: dict[str, str] | None = None) -> dict:
+    """`wanjax bench` in its own process (`extra`: more of its flags, `env`: more of its
+    environment); in the smoke run the demo model at its own small size."""
     width, height, frames = size
     steps = SMOKE_STEPS if smoke else steps
     argv = [*WANJAX, "bench", "--model", "demo" if smoke else model, "--steps", str(steps), "--json",
@@ -305,7 +308,7 @@ def _bench(name: str, model: str, size: tuple[int, int, int], steps: int, *, smo
         return {"command": " ".join(argv[2:]), **record, **notes, "same_as": earlier}
     for _ in range(3):  # the run, and at most two retries that each drop one failing part
         try:
-            printed = run(argv)
+            printed = run(argv, env)
             break
         except RuntimeError as error:
             text = str(error)
@@ -393,56 +396,19 @@ def _tokamax_unless(smoke: bool) -> tuple[str, ...]:
 def profile_13b_480p_25(out: Path, smoke: bool) -> dict:
     """bench_13b_480p_25 under JAX's profiler (3 steps: the untimed first one too): device time
     by kernel, the 25 largest, and by kind (matmul, attention, other fusions, copies), and per
-    step the time outside matmuls and attention (the elementwise work around them)."""
+    step the time outside matmuls and attention (the elementwise work around them), its largest
+    kernels each with the arrays it reads and writes in the step's optimized HLO (XLA's dump)."""
     trace_dir = out / "profile_13b_480p_25"
     steps = SMOKE_STEPS if smoke else 2
-    record = _bench("profile_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), steps, smoke=smoke, out=out,
-                    vs=None, extra=("--profile", str(trace_dir)))
-    kernels = _kernel_time(trace_dir)
-    shares = kernels["share_by_kind"]
-    around = kernels["device_seconds"] * (shares.get("other", 0.0) + shares.get("copy", 0.0)) / (steps + 1)
-    return {"seconds_per_step_profiled": record["seconds_per_step"], "other_seconds_per_step": around, **kernels}
-
-
-KERNEL_KINDS = (
-    ("attention", re.compile(r"cudnn|fmha|flash|attention|sdpa", re.IGNORECASE)),
-    ("matmul", re.compile(r"gemm|cutlass|xmma|nvjet|cublas|wgmma|dot", re.IGNORECASE)),
-    ("copy", re.compile(r"memcpy|memset|copy", re.IGNORECASE)),
-    ("other", re.compile(r".")),
-)
-
-
-def _kernel_time(trace_dir: Path) -> dict:
-    """Sums the Perfetto trace's complete events on device processes (all of them on a host-only
-    run) by name; on a GPU only its stream lines, which hold the kernels (the "XLA Ops" and
-    "XLA Modules" lines beside them repeat the same time)."""
-    import gzip
-    from collections import Counter
-
-    (trace,) = trace_dir.glob("plugins/profile/*/perfetto_trace.json.gz")
-    events = json.loads(gzip.open(trace).read())["traceEvents"]
-    names = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
-    devices = {pid for pid, name in names.items() if "/device:" in name} or set(names)
-    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
-               if e.get("ph") == "M" and e.get("name") == "thread_name" and e.get("pid") in devices}
-    streams = {key for key, name in threads.items() if name.startswith("Stream")}
-    by_name: Counter[str] = Counter()
-    for event in events:
-        on_device = event.get("pid") in devices and (not streams or (event["pid"], event.get("tid")) in streams)
-        if event.get("ph") == "X" and on_device:
-            by_name[event["name"]] += event.get("dur", 0.0)  # microseconds
-    total = sum(by_name.values()) or 1.0
-    by_kind: Counter[str] = Counter()
-    for name, micros in by_name.items():
-        by_kind[next(kind for kind, pattern in KERNEL_KINDS if pattern.search(name))] += micros
-    return {
-        "device_processes": sorted(names[p] for p in devices),
-        "lines": sorted(threads[key] for key in streams) if streams else "all",
-        "device_seconds": total / 1e6,
-        "share_by_kind": {kind: round(micros / total, 4) for kind, micros in by_kind.most_common()},
-        "top_kernels": [{"name": name[:160], "seconds": micros / 1e6, "share": round(micros / total, 4)}
-                        for name, micros in by_name.most_common(25)],
-    }
+    with tempfile.TemporaryDirectory() as hlo_dir:  # XLA's dump (HLO, and on a GPU its LLVM IR and PTX) stays here
+        dump = f"--xla_dump_to={hlo_dir} --xla_dump_hlo_as_text --xla_dump_hlo_module_re=guided_step"  # the step only
+        record = _bench("profile_13b_480p_25", "wan2.1-t2v-1.3b", (832, 480, 25), steps, smoke=smoke, out=out,
+                        vs=None, extra=("--profile", str(trace_dir)),
+                        env={"XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} {dump}".strip()})
+        kernels = kernel_time(trace_dir)
+        around = around_matmuls(kernels.pop("by_name"), steps + 1, Path(hlo_dir))
+    return {"seconds_per_step_profiled": record["seconds_per_step"],
+            "other_seconds_per_step": around["seconds_per_step"], "around_matmuls": around, **kernels}
 
 
 def vae_480p_81_vs_diffusers(out: Path, smoke: bool) -> dict:

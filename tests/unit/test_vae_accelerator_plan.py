@@ -5,7 +5,9 @@ the published VAEs at the issue's full sizes (832x480x81, 1280x720x81, 1280x704x
 `3d` form, untiled and tiled) and kept each run's device peak over what it held before; the JSON
 is committed. No GPU runs here: the test recomputes today's plan for each recorded case, so a change
 of the plan's coefficients that would again misjudge a GPU (the CPU's resident factor took the
-Wan 2.2 tiled decode 30% under its peak and the Wan 2.1 encode 56% over) fails on CPU.
+Wan 2.2 tiled decode 30% under its peak and the Wan 2.1 encode 56% over) fails on CPU: planned
+under a peak (a refusal too late) or more than 10% over it (a refusal of what fits), as the step's
+terms are held (tests/unit/test_gpu_step_plan.py).
 """
 
 import json
@@ -29,7 +31,7 @@ def test_the_record_covers_both_vaes_both_passes_and_tiling() -> None:
 
 
 @pytest.mark.parametrize("case", CASES, ids=[c["case"] for c in CASES])
-def test_gpu_plan_is_within_15_percent_of_the_h200_peak(case: dict) -> None:
+def test_gpu_plan_is_at_most_10_percent_above_the_h200_peak(case: dict) -> None:
     assert case["status"] == "passed" and case["platform"] == "gpu", case
     spec = {"2.1": WAN21_VAE, "2.2": WAN22_VAE}[case["vae"]]
     settings = VaeSettings(tiling=case["settings"].get("vae_tiling") == "true")
@@ -44,4 +46,4 @@ def test_gpu_plan_is_within_15_percent_of_the_h200_peak(case: dict) -> None:
             spec, height * width, frames, settings.encode_chunk, settings.tile, dtype=case["dtype"], platform="gpu"
         )
     measured = case["measured"] * MIB
-    assert abs(planned - measured) <= 0.15 * measured, (planned / MIB, case["measured"])
+    assert measured <= planned <= 1.10 * measured, (planned / MIB, case["measured"])

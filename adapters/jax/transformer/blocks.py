@@ -161,7 +161,19 @@ class Attention(nnx.Module):
 
 class FeedForward(nnx.Module):
     """Linear -> GELU -> Linear (diffusers' FeedForward: "gelu-approximate" in the blocks,
-    "gelu" (exact) in the I2V image embedder)."""
+    "gelu" (exact) in the I2V image embedder).
+
+    The activation reads the first matmul's output [B, S, F], the largest tensor of a block. By
+    default it is evaluated in fp32 and rounded once to the activation dtype (torch's opmath for a
+    bf16 GELU, as the official code runs it): a pass of its own over that tensor. With
+    `activation_in_epilogue` it is written on the matmul's output in its own dtype, the form XLA's
+    GPU compiler fuses into cuBLASLt's BIAS_GELU epilogue (tanh GELU only), which evaluates
+    bias and GELU in fp32 on the fp32 accumulator before its one rounding: the pass, a read and a
+    write of [B, S, F], disappears, and the pre-activation is not rounded to bf16 first (the
+    deviation docs/sampling.md names). Where XLA does not fuse it (CPU, TPU, a GPU's fp8 product,
+    whose scales sit between GEMM and GELU), that form rounds each of the GELU's operations to the
+    activation dtype: keep the default there.
+    """
 
     def __init__(
         self,
@@ -172,6 +184,7 @@ class FeedForward(nnx.Module):
         *,
         activation: Callable[[jax.Array], jax.Array] = gelu_tanh,
         matmul: Callable[..., jax.Array] = lax.dot_general,
+        activation_in_epilogue: bool = False,
         rngs: nnx.Rngs,
     ):
         linear = functools.partial(
@@ -180,9 +193,13 @@ class FeedForward(nnx.Module):
         self.proj_in = linear(d_in, d_hidden)
         self.proj_out = linear(d_hidden, d_out)
         self.activation = activation
+        self.activation_in_epilogue = activation_in_epilogue
 
     def __call__(self, x: jax.Array) -> jax.Array:
-        return self.proj_out(in_fp32(self.activation, self.proj_in(x)))
+        hidden = self.proj_in(x)  # [B, S, F]
+        if self.activation_in_epilogue:
+            return self.proj_out(self.activation(hidden))
+        return self.proj_out(in_fp32(self.activation, hidden))
 
 
 class WanBlock(nnx.Module):
@@ -208,7 +225,10 @@ class WanBlock(nnx.Module):
             rngs=rngs,
         )
         self.norm3 = fp32_layer_norm(dim, eps, affine=False, rngs=rngs)
-        self.ffn = FeedForward(dim, spec.ffn_dim, dim, runtime, matmul=runtime.block_matmul, rngs=rngs)
+        self.ffn = FeedForward(
+            dim, spec.ffn_dim, dim, runtime, matmul=runtime.block_matmul,
+            activation_in_epilogue=runtime.activation_in_matmul_epilogue, rngs=rngs,
+        )  # fmt: skip
         self.scale_shift_table = nnx.Param(
             jax.random.normal(rngs.params(), (1, 6, dim), jnp.float32) / dim**0.5
         )

@@ -36,3 +36,7 @@ class TransformerRuntime:
     # The blocks' linear layers' matmul (attention projections, FFN, Animate's face adapters), with
     # lax.dot_general's signature: plain, or fp8_dot_general (adapters/jax/platform/scaled_matmul.py).
     block_matmul: Callable[..., jax.Array] = lax.dot_general
+    # The blocks' FFN activation written on its matmul's output for XLA to fuse into the matmul's
+    # epilogue (cuBLASLt's BIAS_GELU on NVIDIA GPUs; blocks.FeedForward), instead of a pass of its
+    # own in fp32 (the default: where nothing fuses it, the fused form would round in bf16).
+    activation_in_matmul_epilogue: bool = False
