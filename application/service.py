@@ -20,6 +20,7 @@ from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning, ImageConditioning
 from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.frame_schedule import FrameSchedule
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.lora import LoraSet, loras_per_expert
 from wanjax.domain.modes.base import GenerationMode, ModelTraits, ModeRun, array_namespace
@@ -304,7 +305,9 @@ class GenerationService:
         session = model.denoiser.session(plan, context, negative_context, compiled_for=full_plan)
         kept: list[np.ndarray] = []
 
-        def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
+        def denoise(
+            latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1), frames: FrameSchedule | None = None
+        ) -> Denoised:
             nonlocal holding
             conditioning = _repeated(conditioning, len(requests))
             steps = None if on_step is None else _spanning(on_step, *part)
@@ -313,9 +316,9 @@ class GenerationService:
                     held_loras.enter_context(model.lora_switch.applied(loras))
                 holding = True
             with trace.span("compile"):
-                session.prepare(latents, conditioning)
+                session.prepare(latents, conditioning, frames=frames)
             with trace.span("denoise"):
-                return session.denoise(latents, steps, conditioning)
+                return session.denoise(latents, steps, conditioning, frames=frames)
 
         def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):

@@ -17,6 +17,7 @@ from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs.fields import Entrypoint, InputField, InputRefusal
 from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import GenerationMode, ModelTraits
+from wanjax.domain.modes.diffusion_forcing.mode import DIFFUSION_FORCING
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
@@ -31,6 +32,7 @@ MODES: tuple[GenerationMode, ...] = (
     VIDEO_TO_VIDEO,
     FIRST_LAST_FRAME,
     IMAGE_TO_VIDEO,
+    DIFFUSION_FORCING,
     TEXT_TO_VIDEO,
 )
 

@@ -1,0 +1,133 @@
+"""SkyReels-V2 Diffusion Forcing (diffusers' `SkyReelsV2DiffusionForcingPipeline`): the default mode
+of a SkyReels-V2 model. Each latent frame of a window moves down the plan's timesteps on its own
+schedule (domain/frame_schedule.py); a video longer than `base_num_frames` runs in windows of that
+many (the shared layout of domain/modes/segments.py, in latent frames, the last window ending with
+the video), each after the first given the video's last `overlap_history` frames as its finished
+first frames (their latents, cut to whole causal blocks) and adding the frames after them.
+
+The whole video's noise is drawn once, in the final latents' shape (or given: `--latents`): latent
+frame g of a window starts from the noise of frame g of the video, so a frame starts, in the window
+that first makes it, from its own slice. The windows' new latents are joined and decoded once.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.fps import FPS_EXTENSION, FPS_ROWS, fps_row
+from wanjax.domain.frame_schedule import frame_schedule
+from wanjax.domain.modes.base import Generated, GenerationMode, ModelTraits, ModeRun, ReceivedShapes, array_namespace
+from wanjax.domain.modes.diffusion_forcing.options import DiffusionForcingOptions
+from wanjax.domain.modes.segments import Segments, Window
+
+if TYPE_CHECKING:
+    from wanjax.domain.requests import GenerationRequest
+
+
+def latent_frames(frames: int, temporal_compression: int = 4) -> int:
+    """The latent frames of `frames` pixel frames (the VAE keeps the first, then packs the rest)."""
+    return (frames - 1) // temporal_compression + 1
+
+
+class DiffusionForcing(GenerationMode):
+    name = "diffusion-forcing"
+    options = DiffusionForcingOptions
+
+    def default_on(self, model: ModelTraits) -> bool:
+        return model.transformer.diffusion_forcing
+
+    def check_model(self, model: ModelTraits) -> None:
+        if not model.transformer.diffusion_forcing:
+            raise InvalidRequestError(
+                "Diffusion Forcing's settings (base_num_frames, overlap_history, ar_step, causal_block_size, "
+                "addnoise_condition) need a SkyReels-V2 DF model: leave them out, or use a SkyReels-V2-DF checkpoint"
+            )
+
+    def check_request(self, request: GenerationRequest) -> None:
+        options = self.options_of(request)
+        if request.num_frames > options.base_num_frames and options.overlap_history is None:
+            raise InvalidRequestError(
+                f"num_frames={request.num_frames} is more than base_num_frames={options.base_num_frames}: the video "
+                "runs in windows, so set overlap_history, the frames each window takes from the one before "
+                "(SkyReels-V2 suggests 17 or 37)"
+            )
+        if options.overlap_history is not None and options.overlap_history >= options.base_num_frames:
+            raise InvalidRequestError(
+                f"overlap_history={options.overlap_history}: must be fewer frames than base_num_frames="
+                f"{options.base_num_frames}, so that each window adds frames"
+            )
+        if request.cache.policy != "none":
+            raise InvalidRequestError(
+                f"cache_policy={request.cache.policy}: the step caches do not follow Diffusion Forcing's per-frame "
+                "noise levels; use cache_policy=none with a SkyReels-V2 DF model"
+            )
+
+    def check(self, request: GenerationRequest, model: ModelTraits) -> None:
+        blocks = self.causal_block_size(request, model)
+        for window in self.segments(request, model.vae.temporal_compression).windows(clipped=True):
+            frame_schedule(window.length, 1, ar_step=0, causal_block_size=blocks)  # refuses a split block
+
+    def causal_block_size(self, request: GenerationRequest, model: ModelTraits) -> int:
+        chosen = self.options_of(request).causal_block_size
+        return model.transformer.num_frame_per_block if chosen is None else chosen
+
+    def segments(self, request: GenerationRequest, temporal_compression: int = 4) -> Segments:
+        """The windows, in latent frames: one of the whole video unless it is longer than base_num_frames."""
+        options, frames = self.options_of(request), latent_frames(request.num_frames, temporal_compression)
+        if request.num_frames <= options.base_num_frames or options.overlap_history is None:
+            return Segments(frames=frames, length=frames, overlap=0)
+        base = latent_frames(options.base_num_frames, temporal_compression)
+        return Segments(frames=frames, length=base, overlap=latent_frames(options.overlap_history, temporal_compression))
+
+    def segment_count(self, request: GenerationRequest) -> int:
+        return self.segments(request).count
+
+    def received(self, shapes: ReceivedShapes) -> Conditioning:
+        if not shapes.transformer.inject_sample_info:
+            return Conditioning()
+        return Conditioning(extensions=FPS_EXTENSION.given(row=(1, FPS_ROWS)))
+
+    def conditioning(self, run: ModeRun) -> tuple[Any, Conditioning]:
+        if not run.model.transformer.inject_sample_info:
+            return run.noise, Conditioning()
+        row = np.eye(FPS_ROWS, dtype=np.float32)[None, fps_row(run.request.fps)]  # [1, 2]
+        return run.noise, Conditioning(extensions=FPS_EXTENSION.given(row=row))
+
+    def generate(self, run: ModeRun) -> Generated:
+        request, options = run.request, self.options_of(run.request)
+        with run.span("conditioning"):
+            noise, conditioning = self.conditioning(run)
+        xp = array_namespace(noise)
+        segments = self.segments(request, run.model.vae.temporal_compression)
+        blocks = self.causal_block_size(request, run.model)
+        given = segments.overlap - segments.overlap % blocks  # the prefix: whole causal blocks of the overlap
+        windows, pieces, video, denoised = segments.windows(clipped=True), [], None, None
+        for window in windows:
+            latents = noise[:, window.frames]
+            prefix = given if window.index else 0
+            if prefix:
+                tail = video[:, video.shape[1] - segments.overlap :]
+                latents = xp.concat([tail[:, :prefix], latents[:, prefix:]], axis=1)
+            schedule = frame_schedule(
+                window.length, run.plan.num_steps, ar_step=options.ar_step, causal_block_size=blocks, prefix=prefix,
+                addnoise_condition=options.addnoise_condition, seed=request.seed + window.index,
+            )  # fmt: skip
+            denoised = run.denoise(latents, conditioning, part=(window.index, len(windows)), frames=schedule)
+            pieces.append(_new_frames(denoised.latents, window))
+            video = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
+        assert denoised is not None and video is not None
+        if run.decode is not None:
+            run.emit(run.decode(video))
+        return Generated(latents=video, cache_report=denoised.cache_report)
+
+
+def _new_frames(latents: Any, window: Window) -> Any:
+    """The latents a window adds to the video: those after the overlap it was given."""
+    return latents[:, window.given :]
+
+
+DIFFUSION_FORCING = DiffusionForcing()
