@@ -8,7 +8,7 @@ compilation, timing). `registry.MODES` is the one table of modes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -131,6 +131,10 @@ class GenerationMode:
     each field is also a flat config key (`--set strength=0.6`, domain/modes/options.py)."""
     selected_by: tuple[str, ...] = ()
     """Names of `inputs` that, given, select this mode (the registry asks in table order)."""
+
+    def takes(self, inputs: Collection[str]) -> bool:
+        """Every input named in `inputs` is one of this mode's."""
+        return set(inputs) <= {field.name for field in self.inputs}
 
     def given(self, request: GenerationRequest) -> bool:
         """`request` gives an input that selects this mode."""

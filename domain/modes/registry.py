@@ -38,7 +38,12 @@ MODES: tuple[GenerationMode, ...] = (
 
 
 def requested_mode(request: GenerationRequest) -> GenerationMode:
-    """The mode whose inputs `request` gives; text-to-video where it gives none (no model asked)."""
+    """The mode whose inputs `request` gives; text-to-video where it gives none (no model asked). A
+    request holding the options of a mode that no input selects (Diffusion Forcing) and that takes
+    every input it gives runs in that mode."""
+    owner = next((mode for mode in MODES if mode.options is not None and isinstance(request.options, mode.options)), None)
+    if owner is not None and not owner.selected_by and owner.takes(request.inputs):
+        return owner
     return next((mode for mode in MODES if mode.given(request)), TEXT_TO_VIDEO)
 
 
@@ -98,8 +103,10 @@ def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
 
 def resolved_mode(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     """The mode `request` runs in on `model`, unchecked (what the memory plan counts)."""
-    mode = requested_mode(request)
-    return default_mode(model) if mode is TEXT_TO_VIDEO else mode
+    mode, default = requested_mode(request), default_mode(model)
+    if mode is TEXT_TO_VIDEO or (not default.selected_by and default.takes(request.inputs)):
+        return default  # a model's own mode takes what it reads (a Diffusion Forcing model's image or video)
+    return mode
 
 
 def default_mode(model: ModelTraits) -> GenerationMode:
@@ -117,6 +124,9 @@ def mode_options(inputs: Collection[str], values: Mapping[str, Any]) -> Any:
     changed = {
         name: mode for mode in MODES for name, field in _option_fields(mode).items() if not _same(values[name], field.default)
     }  # fmt: skip
+    owners = set(changed.values())
+    if len(owners) == 1 and (owner := next(iter(owners))).takes(inputs) and not owner.selected_by:
+        selected = owner  # options of a mode no input selects, which takes these inputs (Diffusion Forcing's)
     if selected is None and changed:
         selected = next(iter(changed.values()))
     for name, owner in changed.items():

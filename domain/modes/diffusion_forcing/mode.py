@@ -20,8 +20,11 @@ from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.fps import FPS_EXTENSION, FPS_ROWS, fps_row
 from wanjax.domain.frame_schedule import frame_schedule
+from wanjax.domain.inputs import kinds
+from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.modes.base import Generated, GenerationMode, ModelTraits, ModeRun, ReceivedShapes, array_namespace
 from wanjax.domain.modes.diffusion_forcing.options import DiffusionForcingOptions
+from wanjax.domain.modes.image_to_video import IMAGE
 from wanjax.domain.modes.segments import Segments, Window
 
 if TYPE_CHECKING:
@@ -33,9 +36,16 @@ def latent_frames(frames: int, temporal_compression: int = 4) -> int:
     return (frames - 1) // temporal_compression + 1
 
 
+EXTENDED_VIDEO = InputField(
+    name="video", flag="--video", kind=kinds.WHOLE_SIZED_VIDEO, http="video",
+    help="a video to extend (SkyReels-V2 DF: its last overlap_history frames start the new ones)",
+)  # fmt: skip
+
+
 class DiffusionForcing(GenerationMode):
     name = "diffusion-forcing"
     options = DiffusionForcingOptions
+    inputs = (IMAGE, EXTENDED_VIDEO)
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.diffusion_forcing
@@ -49,6 +59,12 @@ class DiffusionForcing(GenerationMode):
 
     def check_request(self, request: GenerationRequest) -> None:
         options = self.options_of(request)
+        if request.input("image") is not None and request.input("video") is not None:
+            raise InputRefusal("give {image} (the first frame) or {video} (a video to extend), not both",
+                               image=IMAGE, video=EXTENDED_VIDEO)  # fmt: skip
+        if request.input("video") is not None and options.overlap_history is None:
+            raise InputRefusal("extending {video} needs overlap_history, the frames of it the new ones start from "
+                               "(SkyReels-V2 suggests 17 or 37)", video=EXTENDED_VIDEO)  # fmt: skip
         if request.num_frames > options.base_num_frames and options.overlap_history is None:
             raise InvalidRequestError(
                 f"num_frames={request.num_frames} is more than base_num_frames={options.base_num_frames}: the video "
@@ -78,13 +94,24 @@ class DiffusionForcing(GenerationMode):
     def segments(self, request: GenerationRequest, temporal_compression: int = 4) -> Segments:
         """The windows, in latent frames: one of the whole video unless it is longer than base_num_frames."""
         options, frames = self.options_of(request), latent_frames(request.num_frames, temporal_compression)
-        if request.num_frames <= options.base_num_frames or options.overlap_history is None:
+        extends = request.input("video") is not None  # windows always: the video's end starts the first
+        if (request.num_frames <= options.base_num_frames and not extends) or options.overlap_history is None:
             return Segments(frames=frames, length=frames, overlap=0)
         base = latent_frames(options.base_num_frames, temporal_compression)
         return Segments(frames=frames, length=base, overlap=latent_frames(options.overlap_history, temporal_compression))
 
     def segment_count(self, request: GenerationRequest) -> int:
         return self.segments(request).count
+
+    def encoded_frames(self, request: GenerationRequest) -> int:
+        options, video = self.options_of(request), request.input("video")
+        if video is not None:
+            return min(len(video), options.overlap_history or 1)
+        return 1 if request.input("image") is not None else 0
+
+    def output_frames(self, request: GenerationRequest) -> int:
+        video = request.input("video")
+        return request.num_frames + (0 if video is None else len(video))
 
     def received(self, shapes: ReceivedShapes) -> Conditioning:
         if not shapes.transformer.inject_sample_info:
@@ -105,13 +132,15 @@ class DiffusionForcing(GenerationMode):
         segments = self.segments(request, run.model.vae.temporal_compression)
         blocks = self.causal_block_size(request, run.model)
         given = segments.overlap - segments.overlap % blocks  # the prefix: whole causal blocks of the overlap
+        start = self.start(run, blocks)
         windows, pieces, video, denoised = segments.windows(clipped=True), [], None, None
         for window in windows:
             latents = noise[:, window.frames]
-            prefix = given if window.index else 0
+            head = start if not window.index else video[:, video.shape[1] - segments.overlap :][:, :given]
+            prefix = 0 if head is None else head.shape[1]
             if prefix:
-                tail = video[:, video.shape[1] - segments.overlap :]
-                latents = xp.concat([tail[:, :prefix], latents[:, prefix:]], axis=1)
+                head = xp.broadcast_to(head, (latents.shape[0], *head.shape[1:]))
+                latents = xp.concat([head, latents[:, prefix:]], axis=1)
             schedule = frame_schedule(
                 window.length, run.plan.num_steps, ar_step=options.ar_step, causal_block_size=blocks, prefix=prefix,
                 addnoise_condition=options.addnoise_condition, seed=request.seed + window.index,
@@ -121,8 +150,26 @@ class DiffusionForcing(GenerationMode):
             video = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
         assert denoised is not None and video is not None
         if run.decode is not None:
+            extended = request.input("video")
+            if extended is not None:  # the video extended, then what was made (diffusers' output)
+                run.emit(np.broadcast_to(extended[None], (video.shape[0], *extended.shape)))
             run.emit(run.decode(video))
         return Generated(latents=video, cache_report=denoised.cache_report)
+
+    def start(self, run: ModeRun, blocks: int) -> Any:
+        """The latents the first window is given, [1, P, H', W', C]: the image's (one frame), the
+        extended video's last overlap_history frames' (cut to whole causal blocks), or None."""
+        request, autoencoder = run.request, run.parts.autoencoder
+        image, video = request.input("image"), request.input("video")
+        if image is not None:
+            with run.span("vae_encode"):
+                return autoencoder.encode_image(image, request.height, request.width, num_frames=1)
+        if video is None:
+            return None
+        overlap = self.options_of(request).overlap_history
+        with run.span("vae_encode"):
+            latents = autoencoder.encode_frames(video[len(video) - min(overlap, len(video)) :], request.height, request.width)
+        return latents[:, : latents.shape[1] - latents.shape[1] % blocks]
 
 
 def _new_frames(latents: Any, window: Window) -> Any:
