@@ -170,6 +170,11 @@ class GenerationMode:
         """The latents the model denoises, from the video's own `geometry`."""
         return geometry
 
+    def run_geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
+        """The latents one denoising run holds, of the denoised `geometry` (a Diffusion Forcing window:
+        the memory plan's activations)."""
+        return geometry
+
     def first_step(self, request: GenerationRequest, num_steps: int) -> int:
         """The first step of a `num_steps`-step schedule that the run takes."""
         return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import numpy as np
 
 from wanjax.domain.conditioning import Conditioning
@@ -28,6 +29,7 @@ from wanjax.domain.modes.image_to_video import IMAGE
 from wanjax.domain.modes.segments import Segments, Window
 
 if TYPE_CHECKING:
+    from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.requests import GenerationRequest
 
 
@@ -100,6 +102,9 @@ class DiffusionForcing(GenerationMode):
         base = latent_frames(options.base_num_frames, temporal_compression)
         return Segments(frames=frames, length=base, overlap=latent_frames(options.overlap_history, temporal_compression))
 
+    def run_geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
+        return attrs.evolve(geometry, frames=self.segments(request).windows(clipped=True)[0].length)
+
     def segment_count(self, request: GenerationRequest) -> int:
         return self.segments(request).count
 
@@ -133,10 +138,10 @@ class DiffusionForcing(GenerationMode):
         blocks = self.causal_block_size(request, run.model)
         given = segments.overlap - segments.overlap % blocks  # the prefix: whole causal blocks of the overlap
         start = self.start(run, blocks)
-        windows, pieces, video, denoised = segments.windows(clipped=True), [], None, None
+        windows, pieces, tail, denoised = segments.windows(clipped=True), [], None, None
         for window in windows:
             latents = noise[:, window.frames]
-            head = start if not window.index else video[:, video.shape[1] - segments.overlap :][:, :given]
+            head = start if not window.index else tail[:, :given]
             prefix = 0 if head is None else head.shape[1]
             if prefix:
                 head = xp.broadcast_to(head, (latents.shape[0], *head.shape[1:]))
@@ -146,9 +151,14 @@ class DiffusionForcing(GenerationMode):
                 addnoise_condition=options.addnoise_condition, seed=request.seed + window.index,
             )  # fmt: skip
             denoised = run.denoise(latents, conditioning, part=(window.index, len(windows)), frames=schedule)
-            pieces.append(_new_frames(denoised.latents, window))
-            video = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
-        assert denoised is not None and video is not None
+            new = _new_frames(denoised.latents, window)
+            pieces.append(new)
+            # the video's last `overlap` latent frames so far, joined window by window (arrays of the
+            # same shapes each time, so a repeated window compiles nothing, however long the video)
+            joined = new if tail is None else xp.concat([tail, new], axis=1)
+            tail = joined[:, joined.shape[1] - segments.overlap :]
+        assert denoised is not None
+        video = pieces[0] if len(pieces) == 1 else xp.concat(pieces, axis=1)
         if run.decode is not None:
             extended = request.input("video")
             if extended is not None:  # the video extended, then what was made (diffusers' output)
