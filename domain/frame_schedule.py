@@ -16,6 +16,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 
+from wanjax.domain.attention_call import FrameBlockCausal
 from wanjax.domain.errors import InvalidRequestError
 
 NOT_STARTED_TIMESTEP = 999
@@ -97,3 +98,9 @@ def frame_schedule(
         frames=frames, steps=steps, prefix=prefix, causal_block_size=causal_block_size,
         addnoise_condition=float(addnoise_condition), levels=spread(levels), updated=spread(updated), seed=seed,
     )  # fmt: skip
+
+
+def frame_blocks(causal_block_size: int) -> FrameBlockCausal | None:
+    """The blocks' self-attention of causal blocks of this many latent frames: frame-block-causal for
+    more than one (diffusers' SkyReels-V2 transformer masks nothing for one-frame blocks)."""
+    return FrameBlockCausal(causal_block_size) if causal_block_size > 1 else None

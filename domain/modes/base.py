@@ -19,6 +19,7 @@ from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 if TYPE_CHECKING:
+    from wanjax.domain.attention_call import FrameBlockCausal
     from wanjax.domain.caching.report import CacheRunReport
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.plan import SamplingPlan
@@ -174,6 +175,11 @@ class GenerationMode:
         """The latents one denoising run holds, of the denoised `geometry` (a Diffusion Forcing window:
         the memory plan's activations)."""
         return geometry
+
+    def attention_structure(self, request: GenerationRequest, model: ModelTraits) -> FrameBlockCausal | None:
+        """The structure of the blocks' self-attention in `request`'s runs (Diffusion Forcing's causal
+        blocks), which the attention kernel must honour: checked before loading."""
+        return None
 
     def first_step(self, request: GenerationRequest, num_steps: int) -> int:
         """The first step of a `num_steps`-step schedule that the run takes."""

@@ -41,3 +41,14 @@ def test_windows_of_one_shape_compile_once(run, compile_counter):
     assert compiles[STEPS] > 0  # counted: the first window compiled its step
     assert compiles[3 * STEPS] == compiles[2 * STEPS], "the third window compiled what the second had"
     assert container.denoiser().program.num_compiled == 1  # one denoising step for every window
+
+
+def test_a_kernel_without_causal_blocks_is_refused_before_loading(run):
+    from wanjax.domain.errors import ConfigError
+
+    container, request = run
+    config = container.config().with_overrides({"attention": "pallas", "num_frames": "21"})
+    service = build_container(config).service()
+    service.check([config.request("a boat", ar_step=0)])  # one-frame blocks: no structure to honour
+    with pytest.raises(ConfigError, match="attention=pallas does not support frame-block-causal"):
+        service.check([config.request("a boat", ar_step=1, causal_block_size=2)])

@@ -23,7 +23,7 @@ from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
 from wanjax.adapters.jax.denoising.step import FrameValues, Step, StepInputs, with_first_frame
 from wanjax.domain.attention_call import FrameBlockCausal
 from wanjax.domain.conditioning import Conditioning
-from wanjax.domain.frame_schedule import FrameSchedule
+from wanjax.domain.frame_schedule import FrameSchedule, frame_blocks
 from wanjax.domain.errors import NumericalError
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import Denoised, StepCallback
@@ -183,6 +183,4 @@ class _FrameTable(NamedTuple):
 
 
 def _structure(frames: FrameSchedule) -> FrameBlockCausal | None:
-    """The blocks' self-attention of a window: frame-block-causal for blocks of more than one frame
-    (diffusers' SkyReels-V2 transformer masks nothing for one-frame blocks)."""
-    return FrameBlockCausal(frames.causal_block_size) if frames.causal_block_size > 1 else None
+    return frame_blocks(frames.causal_block_size)

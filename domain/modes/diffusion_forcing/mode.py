@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from wanjax.domain.attention_call import FrameBlockCausal
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.fps import FPS_EXTENSION, FPS_ROWS, fps_row
-from wanjax.domain.frame_schedule import frame_schedule
+from wanjax.domain.frame_schedule import frame_blocks, frame_schedule
 from wanjax.domain.inputs import kinds
 from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.modes.base import Generated, GenerationMode, ModelTraits, ModeRun, ReceivedShapes, array_namespace
@@ -88,6 +89,9 @@ class DiffusionForcing(GenerationMode):
         blocks = self.causal_block_size(request, model)
         for window in self.segments(request, model.vae.temporal_compression).windows(clipped=True):
             frame_schedule(window.length, 1, ar_step=0, causal_block_size=blocks)  # refuses a split block
+
+    def attention_structure(self, request: GenerationRequest, model: ModelTraits) -> FrameBlockCausal | None:
+        return frame_blocks(self.causal_block_size(request, model))
 
     def causal_block_size(self, request: GenerationRequest, model: ModelTraits) -> int:
         chosen = self.options_of(request).causal_block_size
