@@ -103,27 +103,6 @@ class Denoiser(Protocol):
         full plan; `plan` by default)."""
         ...
 
-    def prepare(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> None:
-        """A session of one run's `prepare`."""
-        ...
-
-    def denoise(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        on_step: StepCallback | None = None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> Denoised: ...
-
 
 class LoraSwitch(Protocol):
     """A request's LoRAs applied to the loaded denoiser for its run, without reloading or recompiling."""

@@ -143,7 +143,8 @@ class JaxDenoisingSession:
         abstract: bool = False,
     ) -> tuple[Step, SolverState, CacheState]:
         """`step_arguments` of the plan's first step, its values those of iteration i of `frames`."""
-        step, state, cache = self._program.step_arguments(state, self._plan, 0, inputs, cache, controls, abstract=abstract)
+        program = self._program
+        step, state, cache = program.step_arguments(state, self._plan, 0, inputs, cache, controls, abstract=abstract)
         values = FrameValues(
             timesteps=table.timesteps[i],
             rows=jax.tree.map(lambda a: a[table.steps[i]], self._plan.solver.coefficients),

@@ -33,7 +33,8 @@ class FpsEmbedding(NoExtensionHooks, nnx.Module):
         row = inputs.get("row")
         if row is None or tuple(row.shape) != (latent_shape[0], FPS_ROWS):
             got = None if row is None else tuple(row.shape)
-            raise ValueError(f"this transformer's fps embedding needs its row, one-hot [B={latent_shape[0]}, 2]; got {got}")
+            batch = latent_shape[0]
+            raise ValueError(f"this transformer's fps embedding needs its row, one-hot [B={batch}, 2]; got {got}")
         return row
 
     def modulation(self, temb6: jax.Array, prepared: jax.Array) -> jax.Array:
