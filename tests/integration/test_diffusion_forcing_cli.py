@@ -69,3 +69,15 @@ def test_the_settings_are_fields_over_http(checkpoint):
                                     addnoise_condition=20)  # fmt: skip
     assert request.options == asked and request.fps == 16
     assert request_from_record(request_record(request), {}, config) == request  # a job's record keeps them
+
+
+def test_thirty_seconds_at_720p_plan_on_a_24_gib_device(capsys):
+    def planned(frames: str) -> dict[str, str]:
+        assert main(["plan", "--model", "skyreels-v2-df-14b-720p", "--prompt", "a boat", "--num-frames", frames,
+                     "--device-memory", "24GiB", "--host-memory", "64GiB", "--set", "offload=layers"]) == 0  # fmt: skip
+        lines = capsys.readouterr().out.splitlines()
+        return {line[:38].strip(): line[38:].strip() for line in lines if line.startswith("  ")}
+
+    long, window = planned("721"), planned("121")  # 30 s at 24 fps; one window of base_num_frames=121
+    assert long["denoising step activations"] == window["denoising step activations"]  # one window at a time
+    assert float(long["estimated peak (denoising)"].split()[0]) <= 24.0
