@@ -81,3 +81,19 @@ def test_thirty_seconds_at_720p_plan_on_a_24_gib_device(capsys):
     long, window = planned("721"), planned("121")  # 30 s at 24 fps; one window of base_num_frames=121
     assert long["denoising step activations"] == window["denoising step activations"]  # one window at a time
     assert float(long["estimated peak (denoising)"].split()[0]) <= 24.0
+
+
+def test_a_video_to_extend_over_http_is_read_whole(checkpoint, tmp_path):
+    from wanjax.adapters.media.video_files import Mp4Sink
+    from wanjax.application.job_requests import queued_request, request_from_record, request_record, validated_request
+
+    Mp4Sink().write(np.full((29, 32, 48, 3), 90, np.uint8), tmp_path / "source.mp4", fps=24)
+    media = {"video": (tmp_path / "source.mp4").read_bytes()}
+    config = resolve_config(str(checkpoint), {"max_sequence_length": "8"})
+    service = build_container(config).service()
+    fields = {"prompt": "a boat", "size": "48x32", "num_frames": 21, "base_num_frames": 21, "overlap_history": 9}
+    request = validated_request(fields, media, config, service, model="df")
+    assert request.input("video").shape[0] == 29  # every frame of it, not the first num_frames as video-to-video
+    record = {**request_record(request), "media": ["video"]}
+    assert queued_request(record, config).input("video").shape[0] == 29
+    assert request_from_record(record, media, config).input("video").shape == (29, 32, 48, 3)
