@@ -133,9 +133,16 @@ class GenerationMode:
     selected_by: tuple[str, ...] = ()
     """Names of `inputs` that, given, select this mode (the registry asks in table order)."""
 
+    together: int | None = None
+    """How many of its inputs a request may give at once (None: all; Diffusion Forcing: one)."""
+
     def takes(self, inputs: Collection[str]) -> bool:
-        """Every input named in `inputs` is one of this mode's."""
-        return set(inputs) <= {field.name for field in self.inputs}
+        """Every input named in `inputs` is one of this mode's, no more of them than `together`."""
+        return set(inputs) <= {field.name for field in self.inputs} and self.takes_count(len(set(inputs)))
+
+    def takes_count(self, count: int) -> bool:
+        """A request may give this many of its inputs at once."""
+        return self.together is None or count <= self.together
 
     def given(self, request: GenerationRequest) -> bool:
         """`request` gives an input that selects this mode."""

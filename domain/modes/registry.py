@@ -156,10 +156,13 @@ def mode_of_inputs(
     API's file fields); where several do (`--video`: video-to-video or VACE), the model's default
     among them (`model` is asked only then), else the one of fewest inputs (`input_reference` over
     HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
-    takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint)]
+    takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint) and mode.takes_count(len(set(names)))]
     if not takers:
         # the mode that takes most of them (the fewest inputs of its own first) names what to drop
-        nearest = max(MODES, key=lambda mode: (len(set(names) & _called(mode, entrypoint)), -len(mode.inputs)))
+        def count_taken(mode: GenerationMode) -> int:
+            return min(len(set(names) & _called(mode, entrypoint)), mode.together or len(names))
+
+        nearest = max(MODES, key=lambda mode: (count_taken(mode), -len(mode.inputs)))
         taken = " and ".join(name for name in names if name in _called(nearest, entrypoint))
         dropped = " and ".join(name for name in names if name not in _called(nearest, entrypoint))
         raise InvalidRequestError(

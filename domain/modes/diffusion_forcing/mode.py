@@ -49,6 +49,7 @@ class DiffusionForcing(GenerationMode):
     name = "diffusion-forcing"
     options = DiffusionForcingOptions
     inputs = (IMAGE, EXTENDED_VIDEO)
+    together = 1  # a first frame or a video to extend
 
     def default_on(self, model: ModelTraits) -> bool:
         return model.transformer.diffusion_forcing
@@ -62,7 +63,7 @@ class DiffusionForcing(GenerationMode):
 
     def check_request(self, request: GenerationRequest) -> None:
         options = self.options_of(request)
-        if request.input("image") is not None and request.input("video") is not None:
+        if len(request.inputs) > 1:
             raise InputRefusal("give {image} (the first frame) or {video} (a video to extend), not both",
                                image=IMAGE, video=EXTENDED_VIDEO)  # fmt: skip
         if request.input("video") is not None and options.overlap_history is None:
