@@ -109,7 +109,8 @@ class Container(containers.DeclarativeContainer):
         image_encoder=image_encoder.provider,
     )
     service = providers.Singleton(
-        GenerationService, components, settings.provided.text_encoder, preflight=preflight.provided.check
+        GenerationService, components, settings.provided.text_encoder, preflight=preflight.provided.check,
+        attention_check=preflight.provided.check_attention,
     )
 
     job_settings = providers.Dependency(instance_of=JobStoreSettings)

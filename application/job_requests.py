@@ -93,7 +93,7 @@ def validated_request(
     lora_fields(loras, fields, REQUEST_LORA_FIELDS)
     try:
         files = {MEDIA_FIELDS[client]: data for client, data in media.items()}
-        mode = media_mode(files)
+        mode = media_mode(files, fields)
         mode.check_model(service.traits)  # before the files are read: a model without the mode takes none
         size = VideoSize(
             fields.get("num_frames", config.sampling.num_frames),
@@ -136,7 +136,7 @@ def request_record(request: GenerationRequest) -> dict[str, Any]:
 def request_from_record(record: Mapping[str, Any], media: Mapping[str, bytes], config: GenerationConfig) -> GenerationRequest:
     """The request `request_record` recorded, with its media (file bytes by request field) decoded."""
     fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
-    mode = media_mode(record["media"])
+    mode = media_mode(record["media"], record)
     decoded = decoded_media(media, mode, VideoSize(fields["num_frames"], fields["height"], fields["width"]))
     cache = _recorded_cache(fields, config)
     return config.request(fields.pop("prompt"), **fields, cache=cache, **decoded)
@@ -147,7 +147,7 @@ def queued_request(record: Mapping[str, Any], config: GenerationConfig) -> Gener
     fields = {name: value for name, value in record.items() if name not in RECORD_ONLY}
     # a record written before `media_shapes` holds an image or a first-frames video: any size will do
     shapes = record.get("media_shapes") or {name: (fields["num_frames"], 1, 1) for name in record["media"]}
-    mode = media_mode(record["media"])
+    mode = media_mode(record["media"], record)
     size = VideoSize(fields["num_frames"], fields["height"], fields["width"])
     cache = _recorded_cache(fields, config)
     return config.request(fields.pop("prompt"), **fields, cache=cache, **stand_in_media(shapes, mode, size))
@@ -177,9 +177,15 @@ def _with_cache(config: GenerationConfig, given: dict[str, Any]) -> CacheSetting
         raise InvalidRequestError(str(err)) from None
 
 
-def media_mode(files: Collection[str]) -> GenerationMode:
+def media_mode(files: Collection[str], fields: Collection[str] = ()) -> GenerationMode:
     """The mode whose HTTP file fields take the inputs `files` (by request field): the one that reads
-    them (InvalidRequestError, naming the fields to drop, where no one mode takes them all)."""
+    them (InvalidRequestError, naming the fields to drop, where no one mode takes them all). Where
+    `fields` (the client's, or a record's) name options of a mode that no input selects and that
+    takes these inputs (Diffusion Forcing extending a video), that mode reads them."""
+    for mode in MODES:
+        options = set() if mode.options is None else {field.name for field in attrs.fields(mode.options)}
+        if not mode.selected_by and options & set(fields) and mode.takes(files):
+            return mode
     return mode_of_inputs([_client_name(name) for name in files], None, Entrypoint.HTTP)
 
 

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import CheckpointError, InvalidRequestError
 from wanjax.domain.lora import LoraSet, LoraSpec, loras_per_expert
@@ -107,6 +108,11 @@ class Preflight:
         self._tokenizer()
         self._check_loras()
         self._checked = True
+
+    def check_attention(self, call: AttentionCall) -> None:
+        """Refuses, naming the kernel and the fix, a call the attention kernel does not honour (a
+        frame-block-causal self-attention on cuDNN, Pallas or tokamax), before anything compiles."""
+        self._attention().check(call)
 
     def _check_mesh(self) -> None:
         if self._mesh.is_single_device:

@@ -15,11 +15,13 @@ from wanjax.adapters.media.letterbox import character_canvas
 from wanjax.adapters.media.pixel_reader import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
 from wanjax.application.prompts import encode_prompts, encoder_batches
+from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.batch import shared_request
 from wanjax.domain.caching.calibration import CalibratedCurve, calibrate_curve
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning, ImageConditioning
 from wanjax.domain.errors import ConfigError, InvalidRequestError
+from wanjax.domain.frame_schedule import FrameSchedule
 from wanjax.domain.latents import LatentGeometry
 from wanjax.domain.lora import LoraSet, loras_per_expert
 from wanjax.domain.modes.base import GenerationMode, ModelTraits, ModeRun, array_namespace
@@ -105,14 +107,17 @@ class GenerationService:
         prompts: TextEncoderSettings = TextEncoderSettings(),
         *,
         preflight: Callable[[], None] | None = None,
+        attention_check: Callable[[AttentionCall], None] | None = None,
     ) -> None:
         """`prompts` says how prompts are encoded (token length, batched or not); `preflight` (the
         container's `Preflight.check`) checks the config against everything that needs no
-        weights; every run calls it (in `check`) before loading anything."""
+        weights; every run calls it (in `check`) before loading anything. `attention_check`
+        (`Preflight.check_attention`) refuses a request's attention call the kernel does not honour."""
         self._components = components
         self._max_sequence_length = prompts.max_sequence_length
         self._batched_text_encoder = prompts.batched
         self._preflight = preflight
+        self._attention_check = attention_check
         self._loaded: LoadedModel | None = None
         self._loading = threading.Lock()
         self._config_checked = False
@@ -133,7 +138,7 @@ class GenerationService:
     def _check(self, requests: Sequence[GenerationRequest]) -> LoraSet:
         """`check`, returning the batch's LoRAs by expert."""
         request = shared_request(requests)
-        geometry = self.geometry(request)
+        mode, geometry = self._mode_geometry(request)
         c = self._components
         plan_sampling(request, num_experts=c.num_experts, model_boundary_ratio=c.boundary_ratio)
         request.cache.check_model(c.transformer_spec)
@@ -141,7 +146,18 @@ class GenerationService:
         grid = (geometry.frames, geometry.height, geometry.width)
         c.mesh_shape.check_generation(rows, grid, c.transformer_spec.patch_size)
         self._check_config()
+        self._check_attention(mode, request, geometry)
         return self.request_loras(request)
+
+    def _check_attention(self, mode: GenerationMode, request: GenerationRequest, geometry: LatentGeometry) -> None:
+        """The blocks' self-attention of `request`'s runs, as the kernel will be asked for it."""
+        structure = mode.attention_structure(request, self._components.traits)
+        if structure is None or self._attention_check is None:
+            return
+        run = mode.run_geometry(request, geometry)
+        patch = self._components.transformer_spec.patch_size
+        grid = (run.frames // patch[0], run.height // patch[1], run.width // patch[2])
+        self._attention_check(AttentionCall(kind=SELF, grid=grid, structure=structure))
 
     def request_loras(self, request: GenerationRequest) -> LoraSet:
         """`request`'s LoRAs by expert, each file checked against the model (its header and
@@ -304,7 +320,9 @@ class GenerationService:
         session = model.denoiser.session(plan, context, negative_context, compiled_for=full_plan)
         kept: list[np.ndarray] = []
 
-        def denoise(latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1)) -> Denoised:
+        def denoise(
+            latents: Any, conditioning: Conditioning, part: tuple[int, int] = (0, 1), frames: FrameSchedule | None = None
+        ) -> Denoised:
             nonlocal holding
             conditioning = _repeated(conditioning, len(requests))
             steps = None if on_step is None else _spanning(on_step, *part)
@@ -313,9 +331,9 @@ class GenerationService:
                     held_loras.enter_context(model.lora_switch.applied(loras))
                 holding = True
             with trace.span("compile"):
-                session.prepare(latents, conditioning)
+                session.prepare(latents, conditioning, frames=frames)
             with trace.span("denoise"):
-                return session.denoise(latents, steps, conditioning)
+                return session.denoise(latents, steps, conditioning, frames=frames)
 
         def decode(latents: Any) -> np.ndarray:
             with trace.span("compile"):

@@ -40,6 +40,12 @@ WAN21_VACE_14B = attrs.evolve(WAN21_T2V_14B, vace_layers=tuple(range(0, 40, 5)),
 # of WanAnimateTransformer3DModel (the official wan_animate_14B config: dim 5120, 40 heads and layers).
 WAN22_ANIMATE_14B = attrs.evolve(WAN21_I2V_14B, animate=AnimateSpec())
 
+# SkyReels-V2 Diffusion Forcing: the Wan 2.1 T2V transformers (diffusers' SkyReelsV2Transformer3DModel,
+# its default num_frame_per_block 1); the 1.3B has the fps embedding, the 14B ones not (diffusers'
+# scripts/convert_skyreelsv2_to_diffusers.py, inject_sample_info).
+SKYREELS_V2_DF_1_3B = attrs.evolve(WAN21_T2V_1_3B, num_frame_per_block=1, inject_sample_info=True)
+SKYREELS_V2_DF_14B = attrs.evolve(WAN21_T2V_14B, num_frame_per_block=1)
+
 WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
 WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
 
@@ -102,6 +108,9 @@ ARCHITECTURES: dict[str, Architecture] = {
     ),
     "Wan-AI/Wan2.2-TI2V-5B-Diffusers": Architecture(transformer=WAN22_TI2V_5B, vae=WAN22_VAE, first_frame=True),
     "Wan-AI/Wan2.2-Animate-14B-Diffusers": _i2v(WAN22_ANIMATE_14B, 1),
+    "Skywork/SkyReels-V2-DF-1.3B-540P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_1_3B, vae=WAN21_VAE),
+    "Skywork/SkyReels-V2-DF-14B-540P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_14B, vae=WAN21_VAE),
+    "Skywork/SkyReels-V2-DF-14B-720P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_14B, vae=WAN21_VAE),
 }
 
 

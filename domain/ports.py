@@ -15,6 +15,7 @@ import numpy as np
 
 from wanjax.domain.caching.report import CacheRunReport
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.frame_schedule import FrameSchedule
 from wanjax.domain.jobs import Job
 from wanjax.domain.lora import LoraSet
 from wanjax.domain.plan import SamplingPlan
@@ -58,14 +59,24 @@ class DenoisingSession(Protocol):
     executables) is made at the first run that needs it and kept for the next: runs of one shape
     compile nothing after the first."""
 
-    def prepare(self, latents: Any, conditioning: Conditioning = Conditioning()) -> None:
+    def prepare(
+        self, latents: Any, conditioning: Conditioning = Conditioning(), frames: FrameSchedule | None = None
+    ) -> None:
         """Compiles whatever `denoise` with these shapes needs (for the plan it was opened to compile
         for); a no-op when already compiled."""
         ...
 
     def denoise(
-        self, latents: Any, on_step: StepCallback | None = None, conditioning: Conditioning = Conditioning()
-    ) -> Denoised: ...
+        self,
+        latents: Any,
+        on_step: StepCallback | None = None,
+        conditioning: Conditioning = Conditioning(),
+        frames: FrameSchedule | None = None,
+    ) -> Denoised:
+        """The plan over `latents`; with `frames`, as Diffusion Forcing iterations, each latent frame
+        at its own level of the plan's timesteps (domain/frame_schedule.py), the progress counting
+        iterations."""
+        ...
 
 
 class Denoiser(Protocol):
@@ -91,27 +102,6 @@ class Denoiser(Protocol):
         """A session of `plan`'s runs over these prompts, compiled for `compiled_for` (a warm-up's
         full plan; `plan` by default)."""
         ...
-
-    def prepare(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> None:
-        """A session of one run's `prepare`."""
-        ...
-
-    def denoise(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        on_step: StepCallback | None = None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> Denoised: ...
 
 
 class LoraSwitch(Protocol):

@@ -96,6 +96,11 @@ def _optional_ratio(_: Any, attribute: attrs.Attribute, value: float | None) -> 
         _fail(attribute.name, value, "must be a number strictly between 0 and 1 (e.g. 0.875), or unset")
 
 
+def _frame_rate(_: Any, attribute: attrs.Attribute, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
+        raise InvalidRequestError(f"fps={shown(value)}: must be a whole number from 1 to 1000 frames a second")
+
+
 def _seed(_: Any, attribute: attrs.Attribute, value: int) -> None:
     if not _is_int(value) or not 0 <= value <= MAX_SEED:
         _fail(attribute.name, value, f"must be an integer in [0, {MAX_SEED}]")
@@ -186,6 +191,9 @@ class GenerationRequest:
     """Wan 2.2 A14B: the first step of the low-noise expert (distilled A14B recipes split by
     step index); when set, it replaces boundary_ratio."""
     seed: int = attrs.field(default=0, validator=_seed)
+    fps: int = attrs.field(default=16, validator=_frame_rate)
+    """The video's frames a second (config `fps`): the mp4's rate, and the row of a SkyReels-V2
+    model's fps embedding (16, or any other)."""
     inputs: Mapping[str, Any] = attrs.field(factory=dict, converter=_inputs, eq=False, repr=False)
     """The inputs of the mode the request runs in, by input name (domain/modes/: each mode's
     `InputField`s; an image RGB uint8 [H, W, 3], frames [F, H, W, 3], ...), left out of

@@ -161,6 +161,9 @@ class AnimateSpec:
 
 
 VACE_TRANSFORMER_CLASS = "WanVACETransformer3DModel"
+SKYREELS_V2_TRANSFORMER_CLASS = "SkyReelsV2Transformer3DModel"
+"""SkyReels-V2's transformer: Wan 2.1's, with per-frame timesteps, frame-block-causal attention
+(`num_frame_per_block`) and, where `inject_sample_info`, an fps embedding."""
 VACE_DEFAULTS = {"vace_layers": (0, 5, 10, 15, 20, 25, 30, 35), "vace_in_channels": 96}
 """WanVACETransformer3DModel's __init__ defaults, for the keys its config.json leaves out."""
 
@@ -201,6 +204,12 @@ class TransformerSpec:
     vace_layers: tuple[int, ...] | None = attrs.field(default=None, converter=_as_tuple)
     vace_in_channels: int | None = None
     animate: AnimateSpec | None = None
+    num_frame_per_block: int | None = None
+    """SkyReels-V2 (diffusers' SkyReelsV2Transformer3DModel, default 1): latent frames per causal
+    block of its self-attention when it is more than 1; None for a Wan transformer. A model with it
+    denoises each latent frame at its own noise level (Diffusion Forcing)."""
+    inject_sample_info: bool = False
+    """SkyReels-V2's fps embedding (two rows: 16 fps, other) added to the blocks' modulation."""
 
     def __attrs_post_init__(self) -> None:
         _check_values(self, "transformer", [
@@ -211,7 +220,9 @@ class TransformerSpec:
             ("attention_head_dim", lambda v: _is_count(v) and v % 2 == 0, "an even whole number (RoPE rotates pairs)"),
             ("eps", lambda v: _is_number(v) and v > 0, "a number > 0"),
             ("cross_attn_norm", lambda v: isinstance(v, bool), "true or false"),
-            *_counts("image_dim", "added_kv_proj_dim", "pos_embed_seq_len", "vace_in_channels", optional=True),
+            *_counts("image_dim", "added_kv_proj_dim", "pos_embed_seq_len", "vace_in_channels", "num_frame_per_block",
+                     optional=True),
+            ("inject_sample_info", lambda v: isinstance(v, bool), "true or false"),
             ("vace_layers", lambda v: v is None or _are_hint_layers(v, self.num_layers),
              f"null or ascending block indices from 0 below num_layers={self.num_layers}, e.g. [0, 5, 10]"),
         ])  # fmt: skip
@@ -278,6 +289,11 @@ class TransformerSpec:
         return extensions_of(self)
 
     @property
+    def diffusion_forcing(self) -> bool:
+        """Whether each latent frame may carry its own timestep (SkyReels-V2's transformer)."""
+        return self.num_frame_per_block is not None
+
+    @property
     def is_vace(self) -> bool:
         """Whether the transformer has VACE blocks reading control latents (Wan 2.1 VACE)."""
         return self.vace_layers is not None
@@ -301,6 +317,8 @@ class TransformerSpec:
                     f"transformer config has qk_norm={config['qk_norm']!r}; "
                     "supported: 'rms_norm_across_heads' (every published Wan checkpoint)."
                 )
+            if config.get("_class_name") == SKYREELS_V2_TRANSFORMER_CLASS:
+                config = {"num_frame_per_block": 1, **config}
             if config.get("_class_name") == VACE_TRANSFORMER_CLASS:
                 config = {**VACE_DEFAULTS, **config}
             if config.get("_class_name") == ANIMATE_TRANSFORMER_CLASS or "inject_face_latents_blocks" in config:

@@ -38,10 +38,12 @@ class _OneRunSession:
         self.denoiser, self.plan, self.compiled_for = denoiser, plan, compiled_for
         self.context, self.negative_context = context, negative_context
 
-    def prepare(self, latents, conditioning=None):
+    def prepare(self, latents, conditioning=None, frames=None):
+        assert frames is None, "the fakes run plans, not Diffusion Forcing schedules"
         self.denoiser.prepare(latents, self.compiled_for, self.context, self.negative_context, conditioning)
 
-    def denoise(self, latents, on_step=None, conditioning=None):
+    def denoise(self, latents, on_step=None, conditioning=None, frames=None):
+        assert frames is None, "the fakes run plans, not Diffusion Forcing schedules"
         return self.denoiser.denoise(latents, self.plan, self.context, self.negative_context, on_step, conditioning)
 
 

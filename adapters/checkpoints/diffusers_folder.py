@@ -23,6 +23,8 @@ from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 SUPPORTED_PIPELINES = (
     "WanPipeline", "WanImageToVideoPipeline", "WanVideoToVideoPipeline", "WanVACEPipeline", "WanAnimatePipeline",
+    "SkyReelsV2DiffusionForcingPipeline", "SkyReelsV2DiffusionForcingImageToVideoPipeline",
+    "SkyReelsV2DiffusionForcingVideoToVideoPipeline",
 )  # fmt: skip
 """The diffusers pipelines whose folders wanjax reads. Their components, not the class, decide the
 modes a model runs (domain/modes.py): a WanVideoToVideoPipeline folder holds a text-to-video model."""

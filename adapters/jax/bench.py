@@ -192,12 +192,13 @@ def time_denoising(
     latents = denoiser.noise(0, latent_shape)
     args = (context, negative_context)
     start = time.perf_counter()
-    denoiser.prepare(latents, plan, *args, conditioning)
+    session = denoiser.session(plan, *args)
+    session.prepare(latents, conditioning)
     compile_seconds = time.perf_counter() - start
     stamps: list[float] = []
     tracing = jax.profiler.trace(str(profile_dir), create_perfetto_trace=True) if profile_dir else nullcontext()
     with tracing:
-        result = denoiser.denoise(latents, plan, *args, lambda *_: stamps.append(time.perf_counter()), conditioning)
+        result = session.denoise(latents, lambda *_: stamps.append(time.perf_counter()), conditioning)
     report, result = result.cache_report, result.latents
     if denoiser.num_compiled != 1:  # a recompile inside the run would be timed as a step
         raise RuntimeError(f"the benchmark compiled {denoiser.num_compiled} denoising steps, expected 1")

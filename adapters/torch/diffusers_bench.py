@@ -64,6 +64,8 @@ def diffusers_config(spec: TransformerSpec | VaeSpec) -> dict[str, object]:
         for k, v in attrs.asdict(spec, recurse=False).items()
         if v is not None and k != "animate"
     }
+    if isinstance(spec, TransformerSpec) and not spec.diffusion_forcing:
+        del config["inject_sample_info"]  # SkyReels-V2's key, not WanTransformer3DModel's
     if isinstance(spec, TransformerSpec) and spec.animate is not None:
         animate = attrs.asdict(spec.animate)
         animate["motion_encoder_channel_sizes"] = {str(s): c for s, c in spec.animate.motion_encoder_channel_sizes}
@@ -74,9 +76,12 @@ def diffusers_config(spec: TransformerSpec | VaeSpec) -> dict[str, object]:
 
 
 def transformer_class(spec: TransformerSpec) -> type[torch.nn.Module]:
-    """diffusers' transformer class of `spec`: the VACE or Animate one where it is one, else WanTransformer3DModel."""
+    """diffusers' transformer class of `spec`: the VACE, Animate or SkyReels-V2 one where it is one, else
+    WanTransformer3DModel."""
     import diffusers
 
+    if spec.diffusion_forcing:
+        return diffusers.SkyReelsV2Transformer3DModel
     if spec.is_vace:
         return diffusers.WanVACETransformer3DModel
     return diffusers.WanAnimateTransformer3DModel if spec.is_animate else diffusers.WanTransformer3DModel

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.extensions.base import ModelExtension
+from wanjax.domain.extensions.fps import FPS_EXTENSION
 from wanjax.domain.extensions.image import IMAGE_EXTENSION
 from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.specs import TransformerSpec
 
-MODEL_EXTENSIONS: tuple[ModelExtension, ...] = (IMAGE_EXTENSION, VACE_EXTENSION, ANIMATE_EXTENSION)
+MODEL_EXTENSIONS: tuple[ModelExtension, ...] = (IMAGE_EXTENSION, VACE_EXTENSION, ANIMATE_EXTENSION, FPS_EXTENSION)
 
 
 def extensions_of(spec: TransformerSpec) -> tuple[ModelExtension, ...]:

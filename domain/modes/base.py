@@ -8,7 +8,7 @@ compilation, timing). `registry.MODES` is the one table of modes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import attrs
@@ -19,6 +19,7 @@ from wanjax.domain.inputs.fields import InputField, InputRefusal
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 if TYPE_CHECKING:
+    from wanjax.domain.attention_call import FrameBlockCausal
     from wanjax.domain.caching.report import CacheRunReport
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.plan import SamplingPlan
@@ -132,6 +133,17 @@ class GenerationMode:
     selected_by: tuple[str, ...] = ()
     """Names of `inputs` that, given, select this mode (the registry asks in table order)."""
 
+    together: int | None = None
+    """How many of its inputs a request may give at once (None: all; Diffusion Forcing: one)."""
+
+    def takes(self, inputs: Collection[str]) -> bool:
+        """Every input named in `inputs` is one of this mode's, no more of them than `together`."""
+        return set(inputs) <= {field.name for field in self.inputs} and self.takes_count(len(set(inputs)))
+
+    def takes_count(self, count: int) -> bool:
+        """A request may give this many of its inputs at once."""
+        return self.together is None or count <= self.together
+
     def given(self, request: GenerationRequest) -> bool:
         """`request` gives an input that selects this mode."""
         return any(request.input(name) is not None for name in self.selected_by)
@@ -165,6 +177,16 @@ class GenerationMode:
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """The latents the model denoises, from the video's own `geometry`."""
         return geometry
+
+    def run_geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
+        """The latents one denoising run holds, of the denoised `geometry` (a Diffusion Forcing window:
+        the memory plan's activations)."""
+        return geometry
+
+    def attention_structure(self, request: GenerationRequest, model: ModelTraits) -> FrameBlockCausal | None:
+        """The structure of the blocks' self-attention in `request`'s runs (Diffusion Forcing's causal
+        blocks), which the attention kernel must honour: checked before loading."""
+        return None
 
     def first_step(self, request: GenerationRequest, num_steps: int) -> int:
         """The first step of a `num_steps`-step schedule that the run takes."""

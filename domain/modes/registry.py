@@ -17,6 +17,7 @@ from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.inputs.fields import Entrypoint, InputField, InputRefusal
 from wanjax.domain.modes.animate.mode import ANIMATE
 from wanjax.domain.modes.base import GenerationMode, ModelTraits
+from wanjax.domain.modes.diffusion_forcing.mode import DIFFUSION_FORCING
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
@@ -31,12 +32,18 @@ MODES: tuple[GenerationMode, ...] = (
     VIDEO_TO_VIDEO,
     FIRST_LAST_FRAME,
     IMAGE_TO_VIDEO,
+    DIFFUSION_FORCING,
     TEXT_TO_VIDEO,
 )
 
 
 def requested_mode(request: GenerationRequest) -> GenerationMode:
-    """The mode whose inputs `request` gives; text-to-video where it gives none (no model asked)."""
+    """The mode whose inputs `request` gives; text-to-video where it gives none (no model asked). A
+    request holding the options of a mode that no input selects (Diffusion Forcing) and that takes
+    every input it gives runs in that mode."""
+    owner = next((mode for mode in MODES if mode.options is not None and isinstance(request.options, mode.options)), None)
+    if owner is not None and not owner.selected_by and owner.takes(request.inputs):
+        return owner
     return next((mode for mode in MODES if mode.given(request)), TEXT_TO_VIDEO)
 
 
@@ -96,8 +103,10 @@ def mode_for(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
 
 def resolved_mode(request: GenerationRequest, model: ModelTraits) -> GenerationMode:
     """The mode `request` runs in on `model`, unchecked (what the memory plan counts)."""
-    mode = requested_mode(request)
-    return default_mode(model) if mode is TEXT_TO_VIDEO else mode
+    mode, default = requested_mode(request), default_mode(model)
+    if mode is TEXT_TO_VIDEO or (not default.selected_by and default.takes(request.inputs)):
+        return default  # a model's own mode takes what it reads (a Diffusion Forcing model's image or video)
+    return mode
 
 
 def default_mode(model: ModelTraits) -> GenerationMode:
@@ -115,6 +124,9 @@ def mode_options(inputs: Collection[str], values: Mapping[str, Any]) -> Any:
     changed = {
         name: mode for mode in MODES for name, field in _option_fields(mode).items() if not _same(values[name], field.default)
     }  # fmt: skip
+    owners = set(changed.values())
+    if len(owners) == 1 and (owner := next(iter(owners))).takes(inputs) and not owner.selected_by:
+        selected = owner  # options of a mode no input selects, which takes these inputs (Diffusion Forcing's)
     if selected is None and changed:
         selected = next(iter(changed.values()))
     for name, owner in changed.items():
@@ -144,10 +156,13 @@ def mode_of_inputs(
     API's file fields); where several do (`--video`: video-to-video or VACE), the model's default
     among them (`model` is asked only then), else the one of fewest inputs (`input_reference` over
     HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
-    takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint)]
+    takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint) and mode.takes_count(len(set(names)))]
     if not takers:
         # the mode that takes most of them (the fewest inputs of its own first) names what to drop
-        nearest = max(MODES, key=lambda mode: (len(set(names) & _called(mode, entrypoint)), -len(mode.inputs)))
+        def count_taken(mode: GenerationMode) -> int:
+            return min(len(set(names) & _called(mode, entrypoint)), mode.together or len(names))
+
+        nearest = max(MODES, key=lambda mode: (count_taken(mode), -len(mode.inputs)))
         taken = " and ".join(name for name in names if name in _called(nearest, entrypoint))
         dropped = " and ".join(name for name in names if name not in _called(nearest, entrypoint))
         raise InvalidRequestError(

@@ -1,5 +1,5 @@
-"""Videos made in segments, one module for every mode that makes them (Wan 2.2 Animate now; S2V and
-Diffusion Forcing continue a video the same way): the windows, their overlap, the previous frames
+"""Videos made in segments, one module for every mode that makes them (Wan 2.2 Animate, Diffusion
+Forcing's windows of latent frames; S2V continues a video the same way): the windows, their overlap, the previous frames
 each window starts from, the padding of driving videos to whole windows, and the loop.
 
 A video of N frames runs as windows of L frames; window k > 0 starts P frames (the overlap)
@@ -73,8 +73,11 @@ class Segments:
         """Each window's first frame."""
         return range(0, self.count * self.step, self.step)
 
-    def windows(self) -> list[Window]:
-        return [Window(k, start, self.length, self.overlap if k else 0) for k, start in enumerate(self.starts())]
+    def windows(self, *, clipped: bool = False) -> list[Window]:
+        """Each window; `clipped`: the last ends where the video does, shorter than the others where
+        the video ends sooner (Diffusion Forcing's windows: nothing past the end is made)."""
+        length = lambda start: min(self.length, self.frames - start) if clipped else self.length  # noqa: E731
+        return [Window(k, start, length(start), self.overlap if k else 0) for k, start in enumerate(self.starts())]
 
 
 def window_of(frames: np.ndarray, window: Window) -> np.ndarray:

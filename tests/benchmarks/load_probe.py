@@ -87,8 +87,9 @@ def _compile(folder: Path, cache_dir: str) -> dict[str, float]:
     context = np.random.default_rng(0).standard_normal((1, 512, 4096), dtype=np.float32)
     latents = denoiser.noise(0, (1, 1, 4, 4, 16))
     plan = plan_sampling(request)
-    denoiser.prepare(latents, plan, context, context)
-    jax.block_until_ready(denoiser.denoise(latents, plan, context, context).latents)
+    session = denoiser.session(plan, context, context)
+    session.prepare(latents)
+    jax.block_until_ready(session.denoise(latents).latents)
     return {**compiled, "wall_seconds": time.perf_counter() - start}
 
 

@@ -104,8 +104,8 @@ def test_cache_policy_speed_and_fidelity(benchmark, name, policy, demo_cache, mo
     context, negative = contexts[:1], contexts[1:]
     dense_plan, plan = _plan(setup, "none"), _plan(setup, policy)
     for p in (dense_plan, plan):
-        denoiser.prepare(latents, p, context, negative)
-    run = lambda p: denoiser.denoise(latents, p, context, negative)  # noqa: E731
+        denoiser.session(p, context, negative).prepare(latents)
+    run = lambda p: denoiser.session(p, context, negative).denoise(latents)  # noqa: E731
     dense_seconds, dense_run = _timed(lambda: run(dense_plan), setup.rounds)
     seconds, cached_run = _timed(lambda: run(plan), setup.rounds)
     dense, cached, report = dense_run.latents, cached_run.latents, cached_run.cache_report

@@ -166,9 +166,9 @@ def test_wanjax_demo_denoise(benchmark, scan_diffusion_loop):
     request = GenerationRequest(prompt="p", height=128, width=192, num_frames=17, num_inference_steps=8,
                                 guidance_scale=5.0, flow_shift=3.0)  # fmt: skip
     plan = plan_sampling(request)
-    args = (models.latents, plan, models.contexts[:1], models.contexts[1:])
-    denoiser.prepare(*args)
-    benchmark.pedantic(lambda: denoiser.denoise(*args).latents, rounds=setup.rounds, warmup_rounds=1)
+    session = denoiser.session(plan, models.contexts[:1], models.contexts[1:])
+    session.prepare(models.latents)
+    benchmark.pedantic(lambda: session.denoise(models.latents).latents, rounds=setup.rounds, warmup_rounds=1)
     loop = "scan_diffusion_loop" if scan_diffusion_loop else "Python loop"
     print(f"\nwanjax demo, 8 steps, {loop}: {benchmark.stats.stats.min * 1e3:.1f} ms")
 

@@ -90,7 +90,7 @@ def _dbcache_rule(threshold: float, **changes) -> DBCacheRule:
 def _run(denoiser: JaxDenoiser, case: Case, cache: CachePlan) -> Denoised:
     latents, context, negative = case_inputs()
     plan = attrs.evolve(case_plan(case.experts, STEPS), cache=cache)
-    return denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning)
+    return denoiser.session(plan, context, negative).denoise(latents, conditioning=case.conditioning)
 
 
 LOOP_MATRIX = [
@@ -193,7 +193,7 @@ def test_a_reused_step_is_the_head_of_the_tokens_plus_the_cached_residual():
     plan = plan_sampling(request)
     plan = attrs.evolve(plan, cache=CachePlan.of(2, MagCachePlan(reuse_residual=np.array([False, True]))))
     denoiser = JaxDenoiser([model])
-    run = denoiser.denoise(latents, plan, context, negative)
+    run = denoiser.session(plan, context, negative).denoise(latents)
 
     kv = model.cross_attention_kv(jnp.concatenate([context, negative]))
     grid = model.token_grid(latents.shape)
@@ -219,7 +219,7 @@ def test_calibration_records_the_norms_of_the_block_residual():
     latents, context, negative = case_inputs()
     denoiser = JaxDenoiser([model])
     plan = attrs.evolve(case_plan(case.experts, STEPS), cache=_plan(CalibrationPlan()))
-    norms = denoiser.denoise(latents, plan, context, negative).cache_report.residual_norms  # [S, P, T]
+    norms = denoiser.session(plan, context, negative).denoise(latents).cache_report.residual_norms  # [S, P, T]
 
     x = jnp.concatenate([jnp.asarray(latents)] * 2)  # step 0 sees the initial latents
     tokens, time = model.embed(x, jnp.full((2,), plan.timesteps[0], jnp.float32))

@@ -115,8 +115,9 @@ def _wanjax_latents(denoisers, num_experts: int, request: GenerationRequest, bou
     latents = np.ascontiguousarray(_noise().transpose(1, 2, 3, 0)[None])  # [1, F, H, W, C]
     text = _text()
     context, negative = _padded(text[PROMPT]), _padded(text[NEGATIVE])
-    denoiser.prepare(latents, plan, context, negative)
-    final = np.asarray(denoiser.denoise(latents, plan, context, negative).latents)
+    session = denoiser.session(plan, context, negative)
+    session.prepare(latents)
+    final = np.asarray(session.denoise(latents).latents)
     return final[0].transpose(3, 0, 1, 2)  # [C, F, H, W]
 
 

@@ -73,8 +73,8 @@ def test_final_latents_match_diffusers(models, mode: str) -> None:
         guidance_scale=GUIDANCE, flow_shift=FLOW_SHIFT, sigma_schedule="diffusers",
     )  # fmt: skip
     conditioning = Conditioning(extensions=VACE_EXTENSION.given(control=control, scale=np.float32(SCALE)))
-    got = denoiser.denoise(
-        initial.transpose(0, 2, 3, 4, 1), plan_sampling(request), context, negative, conditioning=conditioning
+    got = denoiser.session(plan_sampling(request), context, negative).denoise(
+        initial.transpose(0, 2, 3, 4, 1), conditioning=conditioning
     ).latents
 
     error = np.abs(np.asarray(got) - expected).max()

@@ -165,7 +165,7 @@ def _counted_run(cache: CachePlan, *, scan: bool) -> tuple[Counter, CacheRunRepo
     rng = np.random.default_rng(0)
     latents = rng.standard_normal(LATENTS, dtype=np.float32)
     context, negative = (rng.standard_normal((1, 7, 32), dtype=np.float32) for _ in range(2))
-    denoised = denoiser.denoise(latents, plan, context, negative)
+    denoised = denoiser.session(plan, context, negative).denoise(latents)
     jax.block_until_ready(denoised.latents)
     jax.effects_barrier()
     return Counter(attention.rows), denoised.cache_report

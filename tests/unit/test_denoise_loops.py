@@ -45,8 +45,9 @@ def _denoise(case: Case, options: DenoiserOptions, experts=None, sample_solver: 
     denoiser = JaxDenoiser(experts or case_experts(case), options)
     latents, context, negative = case_inputs()
     plan = case_plan(case.experts, 6, sample_solver)
-    denoiser.prepare(latents, plan, context, negative, case.conditioning)
-    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning).latents)
+    session = denoiser.session(plan, context, negative)
+    session.prepare(latents, case.conditioning)
+    return np.asarray(session.denoise(latents, conditioning=case.conditioning).latents)
 
 
 PLAIN = DenoiserOptions(use_kv_cache=False, scan_diffusion_loop=False)
@@ -95,7 +96,7 @@ def test_scan_loop_is_one_scan_over_the_steps_with_the_expert_switch_inside():
     latents, context, negative = case_inputs()
     plan = case_plan(2, 6)
     progress = []
-    denoiser.denoise(latents, plan, context, negative, on_step=lambda done, total: progress.append(done))
+    denoiser.session(plan, context, negative).denoise(latents, on_step=lambda done, total: progress.append(done))
     assert progress == [plan.num_steps]  # one dispatch: no per-step progress
     assert denoiser.num_compiled == 1 and denoiser.program.step.num_compiled == 0
 

@@ -56,8 +56,9 @@ def _denoise(case_name: str, options: DenoiserOptions, cache: CachePlan | None =
     latents, context, negative = case_inputs()
     plan = case_plan(case.experts, STEPS)
     plan = plan if cache is None else attrs.evolve(plan, cache=cache)
-    denoiser.prepare(latents, plan, context, negative, case.conditioning)
-    return np.asarray(denoiser.denoise(latents, plan, context, negative, conditioning=case.conditioning).latents)
+    session = denoiser.session(plan, context, negative)
+    session.prepare(latents, case.conditioning)
+    return np.asarray(session.denoise(latents, conditioning=case.conditioning).latents)
 
 
 @pytest.mark.parametrize("name", ["t2v", "two-experts", "i2v"])
@@ -110,7 +111,7 @@ def test_one_expert_at_a_time_is_on_the_device_and_none_after_the_run():
     latents, context, negative = case_inputs()
     plan = case_plan(2, STEPS)
     at_work = []
-    denoiser.denoise(latents, plan, context, negative, on_step=lambda i, n: at_work.append(program.expert_at_work))
+    denoiser.session(plan, context, negative).denoise(latents, on_step=lambda i, n: at_work.append(program.expert_at_work))
     assert at_work == list(plan.experts) and set(at_work) == {0, 1}
     assert program.expert_at_work is None
 

@@ -36,7 +36,7 @@ def test_each_step_is_reported_after_the_device_finished_it():
     denoiser.program.step = step_finishing_late
     latents, context, negative = case_inputs()
     on_step = lambda done, total: reported.append(time.monotonic())  # noqa: E731
-    denoiser.denoise(latents, case_plan(1, STEPS), context, negative, on_step=on_step)
+    denoiser.session(case_plan(1, STEPS), context, negative).denoise(latents, on_step=on_step)
 
     assert len(finished) == len(reported) == STEPS
     # Step i is reported after its device work ended (a dispatch-time report would come first).

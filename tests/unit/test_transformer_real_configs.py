@@ -1,4 +1,4 @@
-"""The real Wan 2.1 / 2.2 transformer configs build abstractly (never materialised) with
+"""The real Wan 2.1 / 2.2 (and SkyReels-V2 DF) transformer configs build abstractly (never materialised) with
 exactly diffusers' parameter count and tensor names/shapes."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.weights import storage_layout, transformer_weight_shapes
 from wanjax.adapters.torch.diffusers_bench import diffusers_config, transformer_class
 from wanjax.domain.architectures import (
+    SKYREELS_V2_DF_1_3B,
     WAN21_FLF2V_14B,
     WAN21_I2V_14B,
     WAN21_T2V_1_3B,
@@ -40,12 +41,13 @@ CONFIGS = {
     "2.1-VACE-1.3B": WAN21_VACE_1_3B,
     "2.1-VACE-14B": WAN21_VACE_14B,
     "2.2-Animate-14B": WAN22_ANIMATE_14B,
+    "SkyReels-V2-DF-1.3B": SKYREELS_V2_DF_1_3B,  # the 1.3B's fps embedding (the 14B ones are Wan 2.1 T2V's)
 }
 # diffusers' parameter counts of these configs, in billions (the sizes the model names round)
 BILLIONS = {
     "2.1-T2V-1.3B": 1.419, "2.1-T2V-14B": 14.288, "2.1-I2V-14B": 16.395, "2.1-FLF2V-14B": 16.396,
     "2.2-T2V-A14B": 14.288, "2.2-I2V-A14B": 14.289, "2.2-TI2V-5B": 5.000,
-    "2.1-VACE-1.3B": 2.154, "2.1-VACE-14B": 17.338, "2.2-Animate-14B": 17.275,
+    "2.1-VACE-1.3B": 2.154, "2.1-VACE-14B": 17.338, "2.2-Animate-14B": 17.275, "SkyReels-V2-DF-1.3B": 1.436,
 }  # fmt: skip
 
 

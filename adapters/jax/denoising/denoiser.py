@@ -1,16 +1,15 @@
 """The JAX denoiser: executes a SamplingPlan with the Wan transformer(s).
 
-A request's runs share one `JaxDenoisingSession` (session.py; `prepare` and `denoise` are a
-session of one run). It runs a `DenoisingProgram` either as a Python loop over its one compiled step (per-step
-progress; any step count, shift, guidance scale or expert switch runs without recompiling) or,
-with `scan_diffusion_loop`, as its one compiled `lax.scan` over all steps. Both execute the
+A request's runs share one `JaxDenoisingSession` (session.py), the one way to denoise. It runs a
+`DenoisingProgram` either as a Python loop over its one compiled step (per-step progress; any step
+count, shift, guidance scale or expert switch runs without recompiling) or, with
+`scan_diffusion_loop`, as its one compiled `lax.scan` over all steps. Both execute the
 plan's `CachePlan` with the same step; each run returns its own report of what ran.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -19,9 +18,7 @@ import numpy as np
 from wanjax.adapters.jax.denoising.program import DenoiserOptions, DenoisingProgram
 from wanjax.adapters.jax.denoising.session import JaxDenoisingSession
 from wanjax.adapters.jax.transformer.model import WanTransformer
-from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
-from wanjax.domain.ports import Denoised, StepCallback
 
 
 class JaxDenoiser:
@@ -48,24 +45,3 @@ class JaxDenoiser:
         compiled_for: SamplingPlan | None = None,
     ) -> JaxDenoisingSession:
         return JaxDenoisingSession(self.program, plan, context, negative_context, compiled_for)
-
-    def prepare(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> None:
-        self.session(plan, context, negative_context).prepare(latents, conditioning)
-
-    def denoise(
-        self,
-        latents: Any,
-        plan: SamplingPlan,
-        context: np.ndarray,
-        negative_context: np.ndarray | None,
-        on_step: StepCallback | None = None,
-        conditioning: Conditioning = Conditioning(),
-    ) -> Denoised:
-        return self.session(plan, context, negative_context).denoise(latents, on_step, conditioning)

@@ -33,6 +33,7 @@ from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.platform.residency import Residency
 from wanjax.adapters.jax.transformer.offload import blocks_in_host_memory, in_blocks
 from wanjax.adapters.jax.transformer.rope import RopeTables
+from wanjax.domain.attention_call import FrameBlockCausal
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.scheduling import SolverState
@@ -85,11 +86,25 @@ class DenoisingProgram:
         self.cross_kv = CompiledFunction(self.cross_attention_kv, compiler_options=compiler)
         self.step = CompiledFunction(self.guided_step, compiler_options=compiler)
         self.loop = CompiledFunction(self.scan_loop, compiler_options=compiler)
+        self._structured: dict[FrameBlockCausal, CompiledFunction] = {}
 
     @property
     def num_compiled(self) -> int:
         """Denoising executables compiled so far (the KV-cache builder not counted)."""
-        return self.step.num_compiled + self.loop.num_compiled
+        structured = sum(step.num_compiled for step in self._structured.values())
+        return self.step.num_compiled + self.loop.num_compiled + structured
+
+    def step_for(self, structure: FrameBlockCausal | None) -> CompiledFunction:
+        """`step`, or with the blocks' self-attention of this structure (SkyReels-V2's causal
+        blocks): the structure is static, so each compiles its own step."""
+        if structure is None:
+            return self.step
+        if structure not in self._structured:
+            model = attrs.evolve(self.model, structure=structure)
+            self._structured[structure] = CompiledFunction(
+                lambda step, state, cache: denoise_step(model, step, state, cache), compiler_options=xla_options()
+            )
+        return self._structured[structure]
 
     def working(self, expert: int, *, abstract: bool = False) -> nnx.State:
         """Expert `expert`'s weights placed for its steps. With `experts_off_device`, a device copy

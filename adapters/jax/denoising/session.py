@@ -9,7 +9,7 @@ argument shapes, so windows of one shape compile nothing after the first.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -20,8 +20,10 @@ from wanjax.adapters.jax.denoising.caching.report import run_report, stacked
 from wanjax.adapters.jax.denoising.caching.state import CacheControls
 from wanjax.adapters.jax.denoising.program import DenoisingProgram, KeptInputs
 from wanjax.adapters.jax.denoising.scan_loop import PlanArrays
-from wanjax.adapters.jax.denoising.step import StepInputs, with_first_frame
+from wanjax.adapters.jax.denoising.step import FrameValues, Step, StepInputs, with_first_frame
+from wanjax.domain.attention_call import FrameBlockCausal
 from wanjax.domain.conditioning import Conditioning
+from wanjax.domain.frame_schedule import FrameSchedule, frame_blocks
 from wanjax.domain.errors import NumericalError
 from wanjax.domain.plan import SamplingPlan
 from wanjax.domain.ports import Denoised, StepCallback
@@ -45,16 +47,23 @@ class JaxDenoisingSession:
         self._kept = KeptInputs()
         self._prepared: set[tuple[Any, ...]] = set()
 
-    def prepare(self, latents: Any, conditioning: Conditioning = Conditioning()) -> None:
+    def prepare(
+        self, latents: Any, conditioning: Conditioning = Conditioning(), frames: FrameSchedule | None = None
+    ) -> None:
         program, plan = self._program, self._compiled_for
-        shapes = (jnp.shape(latents), *(None if a is None else jnp.shape(a) for a in conditioning))
+        shapes = (jnp.shape(latents), jax.tree.structure(conditioning), *map(jnp.shape, jax.tree.leaves(conditioning)))
+        shapes = (*shapes, None if frames is None else frames.causal_block_size)
         if shapes in self._prepared:  # compiled already: not even traced again
             return
         inputs = self._inputs(latents, conditioning, abstract=True)
         state = program.initial_state(plan, latents)
         controls = CacheControls.of(plan.cache)
         cache = program.initial_cache(controls, state.sample, inputs)
-        if program.options.scan_diffusion_loop:
+        if frames is not None:
+            arguments = self._frame_arguments(state, frames, _FrameTable.of(frames, plan), 0, inputs, cache, controls,
+                                              abstract=True)  # fmt: skip
+            program.step_for(_structure(frames)).prepare(*arguments)
+        elif program.options.scan_diffusion_loop:
             steps = PlanArrays.of(plan)
             for expert, segment in program.loop_segments(plan):
                 params = program.loop_params(expert, abstract=True)
@@ -64,7 +73,11 @@ class JaxDenoisingSession:
         self._prepared.add(shapes)
 
     def denoise(
-        self, latents: Any, on_step: StepCallback | None = None, conditioning: Conditioning = Conditioning()
+        self,
+        latents: Any,
+        on_step: StepCallback | None = None,
+        conditioning: Conditioning = Conditioning(),
+        frames: FrameSchedule | None = None,
     ) -> Denoised:
         program, plan = self._program, self._plan
         with program.run():
@@ -72,7 +85,9 @@ class JaxDenoisingSession:
             state = program.initial_state(plan, latents)
             controls = CacheControls.of(plan.cache)
             cache = program.initial_cache(controls, state.sample, inputs)
-            if program.options.scan_diffusion_loop:
+            if frames is not None:
+                state, report = self._forced(state, frames, inputs, cache, controls, on_step)
+            elif program.options.scan_diffusion_loop:
                 state, report = self._scanned(state, cache, inputs)
                 if on_step is not None:
                     on_step(plan.num_steps, plan.num_steps)
@@ -95,6 +110,52 @@ class JaxDenoisingSession:
             )
         return Denoised(sample, run_report(report, plan.num_steps, plan.uses_guidance))
 
+    def _forced(
+        self,
+        state: SolverState,
+        frames: FrameSchedule,
+        inputs: StepInputs,
+        cache: CacheState,
+        controls: CacheControls,
+        on_step: StepCallback | None,
+    ) -> tuple[SolverState, StepReport]:
+        """The window's Diffusion Forcing iterations, each one compiled step (every frame at its own
+        level, its own solver row), in a Python loop."""
+        step, table, reports = self._program.step_for(_structure(frames)), _FrameTable.of(frames, self._plan), []
+        for i in range(frames.iterations):
+            state, cache, report = step(*self._frame_arguments(state, frames, table, i, inputs, cache, controls))
+            reports.append(report)
+            if on_step is not None:
+                jax.block_until_ready(state.sample)
+                on_step(i + 1, frames.iterations)
+        return state, stacked(reports)
+
+    def _frame_arguments(
+        self,
+        state: SolverState,
+        frames: FrameSchedule,
+        table: _FrameTable,
+        i: int,
+        inputs: StepInputs,
+        cache: CacheState,
+        controls: CacheControls,
+        *,
+        abstract: bool = False,
+    ) -> tuple[Step, SolverState, CacheState]:
+        """`step_arguments` of the plan's first step, its values those of iteration i of `frames`."""
+        program = self._program
+        step, state, cache = program.step_arguments(state, self._plan, 0, inputs, cache, controls, abstract=abstract)
+        values = FrameValues(
+            timesteps=table.timesteps[i],
+            rows=jax.tree.map(lambda a: a[table.steps[i]], self._plan.solver.coefficients),
+            updated=frames.updated[i],
+            first=frames.updated[i] & (table.steps[i] == 0),
+            noised=table.noised,
+            noise_level=np.float32(frames.addnoise_condition / 1000.0),
+            noise_key=np.asarray(jax.random.key_data(jax.random.key(frames.seed * 1_000_003 + i))),
+        )
+        return step._replace(values=step.values._replace(frames=values)), state, cache
+
     def _inputs(self, latents: Any, conditioning: Conditioning, *, abstract: bool = False) -> StepInputs:
         return self._program.inputs(jnp.shape(latents), self._context, self._negative_context, conditioning,
                                     abstract=abstract, kept=self._kept)  # fmt: skip
@@ -107,3 +168,20 @@ class JaxDenoisingSession:
             state, cache, report = program.loop(program.loop_params(expert), state, steps.segment(segment), inputs, cache)
             reports.append(report)
         return state, jax.tree.map(lambda *parts: jnp.concatenate(parts), *reports)
+
+
+class _FrameTable(NamedTuple):
+    """A schedule's per-iteration arrays under a plan, made once per window."""
+
+    timesteps: np.ndarray  # [I, F] float32
+    steps: np.ndarray  # [I, F] int
+    noised: np.ndarray  # [F] bool
+
+    @classmethod
+    def of(cls, frames: FrameSchedule, plan: SamplingPlan) -> _FrameTable:
+        noised = (np.arange(frames.frames) < frames.prefix) & frames.noised_prefix
+        return cls(frames.timesteps(np.asarray(plan.timesteps)), frames.solver_steps(), noised)
+
+
+def _structure(frames: FrameSchedule) -> FrameBlockCausal | None:
+    return frame_blocks(frames.causal_block_size)

@@ -37,9 +37,10 @@ from wanjax.adapters.jax.denoising.guider import Guider, TextInput
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV
 from wanjax.adapters.jax.transformer.model import ALL_LAYERS, WanTransformer
 from wanjax.adapters.jax.transformer.rope import RopeTables
-from wanjax.domain.attention_call import SELF, AttentionCall
+from wanjax.domain.attention_call import SELF, AttentionCall, FrameBlockCausal
 from wanjax.domain.conditioning import Conditioning
 from wanjax.domain.scheduling import SolverState, StepCoefficients, solver_step
+
 
 class StepInputs(NamedTuple):
     """What every step of one generation reads and the plan does not change (a pytree).
@@ -56,13 +57,53 @@ class StepInputs(NamedTuple):
     rope: RopeTables
 
 
+class FrameValues(NamedTuple):
+    """One Diffusion Forcing iteration's values per latent frame (domain/frame_schedule.py): the
+    timestep the model sees each frame at, the solver row each takes, which frames it moves, and
+    the noise mixed into the given frames before the model sees them (none at level 0)."""
+
+    timesteps: jax.Array  # [F] float32
+    rows: StepCoefficients  # [F] each, the window [F, K]
+    updated: jax.Array  # [F] bool
+    first: jax.Array  # [F] bool: the frames taking their first step
+    noised: jax.Array  # [F] bool: the given frames seen noisier
+    noise_level: jax.Array  # [] float32: addnoise_condition / 1000
+    noise_key: jax.Array  # [2] uint32: this iteration's draw
+
+    def model_input(self, x: jax.Array) -> jax.Array:
+        """x [B, F, H, W, C] as the model sees it: the given frames mixed with fresh noise."""
+        noise = jax.random.normal(jax.random.wrap_key_data(self.noise_key), x.shape, x.dtype)
+        mixed = x * (1.0 - self.noise_level) + noise * self.noise_level
+        return jnp.where(self.noised[None, :, None, None, None], mixed, x)
+
+    def solver_step(self, state: SolverState, velocity: jax.Array) -> SolverState:
+        """Each moved frame one step of its own solver row; the others' state as it was."""
+        dtype = state.sample.dtype
+        per_frame = lambda a: a.astype(dtype).reshape(1, -1, 1, 1, 1)  # noqa: E731  [1, F, 1, 1, 1]
+        window = lambda a: jnp.moveaxis(a.astype(dtype), -1, 0).reshape(a.shape[-1], 1, -1, 1, 1, 1)  # noqa: E731
+        row = StepCoefficients(
+            per_frame(self.rows.sigma), per_frame(self.rows.sample_coef), per_frame(self.rows.last_coef),
+            window(self.rows.corrector_coefs), per_frame(self.rows.corrected_coef), window(self.rows.predictor_coefs),
+        )  # fmt: skip
+        moved = solver_step(state, velocity.astype(dtype), row)
+        # diffusers' and SkyReels-V2's pipelines step each frame's scheduler on a view of the latents
+        # and write its result back into them: after a frame's first step (which has no corrector),
+        # the scheduler's last sample, that view, holds the new sample. The next step corrects from it.
+        first = self.first[None, :, None, None, None]
+        moved = moved._replace(last_sample=jnp.where(first, moved.sample, moved.last_sample))
+        keep = self.updated[None, :, None, None, None]
+        return jax.tree.map(lambda new, old: jnp.where(keep, new, old), moved, state)
+
+
 class StepValues(NamedTuple):
-    """One step's plan values ([] each, the row's window [K]); stacked [S] for the scan."""
+    """One step's plan values ([] each, the row's window [K]); stacked [S] for the scan. `frames`:
+    a Diffusion Forcing iteration's per-frame values, which replace the row and timestep."""
 
     row: StepCoefficients
     timestep: jax.Array  # float32: t_i in 0..1000
     guidance_scale: jax.Array  # float32
     expert: jax.Array  # int32: which expert's weights `params` are
+    frames: FrameValues | None = None
 
 
 class Step(NamedTuple):
@@ -88,12 +129,14 @@ class Step(NamedTuple):
 
 @attrs.frozen
 class StepModel:
-    """The static half of a step, fixed when it compiles: the experts' shared graph and whether
+    """The static half of a step, fixed when it compiles: the experts' shared graph, whether
     their blocks' weights live in host memory and are streamed in, block by block, as the blocks
-    run (`offload=layers`; adapters/jax/transformer/offload.py)."""
+    run (`offload=layers`; adapters/jax/transformer/offload.py), and the structure of the blocks'
+    self-attention (SkyReels-V2's frame-block-causal, or none)."""
 
     graphdef: nnx.GraphDef
     stream_blocks: bool = False
+    structure: FrameBlockCausal | None = None
 
     def merged(self, params: nnx.State) -> WanTransformer:
         """The model in the current trace: nnx's transforms (the layer scan) refuse Variables made
@@ -107,16 +150,19 @@ def denoise_step(
     """One step from state.sample [B, F', H', W', C] under this step's cache controls (one
     step's values); the solver runs in the state's dtype (scheduler_dtype). With `NO_CACHE`
     and an empty `cache` this is the plain step: nothing carried, nothing reported."""
-    x = state.sample
+    x, frames = state.sample, step.values.frames
+    seen = x if frames is None else frames.model_input(x)
     feature = step.controls.device_feature
 
     def predict(step: Step, cache: CacheState) -> Result:
         return feature.around_guidance(step, x, Guider.of_text(step.text, x.shape[0]), cache, passes)
 
     def passes(step: Step, guider: Guider, cache: CacheState) -> Result:
-        return _transformer_pass(model, step, guider, cache, x)
+        return _transformer_pass(model, step, guider, cache, seen)
 
     velocity, cache, report = feature.around_prediction(step, x, cache, predict)
+    if frames is not None:
+        return frames.solver_step(state, velocity), cache, report
     return solver_step(state, velocity.astype(x.dtype), step.values.row.astype(x.dtype)), cache, report
 
 
@@ -148,11 +194,11 @@ def _transformer_pass(
     rows = guider.rows(step.conditioning)
     x_rows = _model_input(transformer, guider.latent_rows(x), rows)
     grid = transformer.token_grid(x_rows.shape)
-    t = _timesteps(transformer, x_rows, step.values.timestep, rows.first_frame)  # [rows] or [rows, S]
+    t = _timesteps(transformer, x_rows, step.values, rows.first_frame)  # [rows] or [rows, S]
     prepared = transformer.prepare_extensions(rows.extensions, x_rows.shape)  # each extension's inputs
     tokens, time = transformer.embed(x_rows, t, prepared)  # [rows, S, D]
     blocks = functools.partial(_blocks, model, image=rows.image_context, prepared=prepared,
-                               attention=AttentionCall(kind=SELF, grid=grid))
+                               attention=AttentionCall(kind=SELF, grid=grid, structure=model.structure))
     out, cache, report = controls.device_feature.around_blocks(step, tokens, time, cache, blocks, guider.copies)
     return transformer.head(out, time, grid), cache, report
 
@@ -197,12 +243,16 @@ def with_first_frame(latents: jax.Array, first_frame: jax.Array | None) -> jax.A
 
 
 def _timesteps(
-    model: WanTransformer, x_rows: jax.Array, timestep: jax.Array, first_frame: jax.Array | None
+    model: WanTransformer, x_rows: jax.Array, values: StepValues, first_frame: jax.Array | None
 ) -> jax.Array:
-    """[rows], or per token [rows, S] with the given first frame's tokens at 0 (TI2V)."""
+    """[rows], or per token [rows, S]: each latent frame's own (Diffusion Forcing), or the given
+    first frame's tokens at 0 (TI2V)."""
     batch = x_rows.shape[0]
-    if first_frame is None:
-        return jnp.full((batch,), timestep, dtype=jnp.float32)
+    if first_frame is None and values.frames is None:
+        return jnp.full((batch,), values.timestep, dtype=jnp.float32)
     frames, height, width = model.token_grid(x_rows.shape)
-    per_frame = jnp.full((frames,), timestep, dtype=jnp.float32).at[0].set(0.0)
+    if values.frames is not None:
+        per_frame = values.frames.timesteps.astype(jnp.float32)[:: model.spec.patch_size[0]]
+    else:
+        per_frame = jnp.full((frames,), values.timestep, dtype=jnp.float32).at[0].set(0.0)
     return jnp.broadcast_to(jnp.repeat(per_frame, height * width), (batch, frames * height * width))

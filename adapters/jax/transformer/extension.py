@@ -55,6 +55,10 @@ class ExtensionModule(Protocol):
         """The video tokens x [B, S, D] as the blocks start from them (Animate adds its pose tokens)."""
         ...
 
+    def modulation(self, temb6: jax.Array, prepared: Any) -> jax.Array:
+        """The blocks' modulation temb6 [B, T, 6, D] as they read it (SkyReels-V2 adds its fps embedding)."""
+        ...
+
     def before_blocks(
         self,
         x: jax.Array,
@@ -88,6 +92,9 @@ class NoExtensionHooks:
 
     def embed(self, x: jax.Array, prepared: Any) -> jax.Array:
         return x
+
+    def modulation(self, temb6: jax.Array, prepared: Any) -> jax.Array:
+        return temb6
 
     def before_blocks(
         self,

@@ -215,7 +215,10 @@ class WanTransformer(nnx.Module):
         for name, module in self.extension_modules():
             x = module.embed(x, prepared[name])
         x = self._pin_tokens(x)
-        return x, TimeEmbedding(*self.condition_embedder.time(timestep))
+        temb, temb6 = self.condition_embedder.time(timestep)
+        for name, module in self.extension_modules():
+            temb6 = module.modulation(temb6, prepared[name])
+        return x, TimeEmbedding(temb, temb6)
 
     def head(self, x: jax.Array, time: TimeEmbedding, grid: tuple[int, int, int]) -> jax.Array:
         """The stage after the blocks: x [B, S, D] -> velocity [B, F, H, W, C_out] float32,
