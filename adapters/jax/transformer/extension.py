@@ -5,8 +5,9 @@ it reads and costs; this half says how the model runs it and how its weights loa
 
 - `build`: its module, held by the model under the extension's name (its parameters are
   `<name>/...`), whose hooks (`ExtensionModule`) the model calls: what it embeds, the K/V of its
-  own blocks, what it computes before the base blocks, its slot in each base block (scanned
-  with the blocks) and what it does after a block (none for I2V: its image K/V projections are
+  own blocks, the tokens it appends after the video's (`extra_tokens`: S2V's reference and motion
+  tokens, with their own RoPE positions, dropped before the head), what it computes before the
+  base blocks, its slot in each base block (scanned with the blocks) and what it does after a block (none for I2V: its image K/V projections are
   part of every block's cross-attention, and their K/V of every block's `CrossAttentionKV`);
 - `weights`: the diffusers names of its tensors (official names arrive renamed to them,
   adapters/checkpoints/);
@@ -20,7 +21,7 @@ line in `extensions.EXTENSIONS` (and its domain half's in domain/extensions/regi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import attrs
 import jax
@@ -35,6 +36,17 @@ from wanjax.adapters.jax.transformer.weight_names import Slot
 from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.extensions.base import ModelExtension
 from wanjax.domain.specs import TransformerSpec
+
+
+class ExtraTokens(NamedTuple):
+    """Tokens an extension appends after the video tokens: tokens [B, E, D] (activation dtype),
+    their RoPE tables [E, H/2] (`rope.position_tables` of their own positions), and whether the
+    blocks modulate them by timestep 0 (S2V's `zero_timestep`) instead of the step's. The blocks
+    attend over them like the video tokens; the head reads the video tokens only."""
+
+    tokens: jax.Array
+    rope: RopeTables
+    at_time_zero: bool
 
 
 class ExtensionModule(Protocol):
@@ -53,6 +65,12 @@ class ExtensionModule(Protocol):
 
     def embed(self, x: jax.Array, prepared: Any) -> jax.Array:
         """The video tokens x [B, S, D] as the blocks start from them (Animate adds its pose tokens)."""
+        ...
+
+    def extra_tokens(self, prepared: Any, patch_embed: Callable[[jax.Array], jax.Array]) -> ExtraTokens | None:
+        """The tokens it appends after the video tokens (see `ExtraTokens`); None: it appends none.
+        `patch_embed`: the model's own patch embedding (latents [B, F, H, W, C_in] -> [B, F', H', W', D]),
+        for tokens of latents like the video's (S2V's reference image)."""
         ...
 
     def before_blocks(
@@ -88,6 +106,9 @@ class NoExtensionHooks:
 
     def embed(self, x: jax.Array, prepared: Any) -> jax.Array:
         return x
+
+    def extra_tokens(self, prepared: Any, patch_embed: Callable[[jax.Array], jax.Array]) -> ExtraTokens | None:
+        return None
 
     def before_blocks(
         self,

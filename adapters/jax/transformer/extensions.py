@@ -6,6 +6,7 @@ from __future__ import annotations
 from wanjax.adapters.jax.transformer.animate.extension import ANIMATE_TRANSFORMER_EXTENSION
 from wanjax.adapters.jax.transformer.extension import TransformerExtension
 from wanjax.adapters.jax.transformer.image.extension import IMAGE_TRANSFORMER_EXTENSION
+from wanjax.adapters.jax.transformer.s2v.extension import S2V_TRANSFORMER_EXTENSION
 from wanjax.adapters.jax.transformer.vace.extension import VACE_TRANSFORMER_EXTENSION
 from wanjax.domain.specs import TransformerSpec
 
@@ -13,6 +14,7 @@ EXTENSIONS: tuple[TransformerExtension, ...] = (
     IMAGE_TRANSFORMER_EXTENSION,
     VACE_TRANSFORMER_EXTENSION,
     ANIMATE_TRANSFORMER_EXTENSION,
+    S2V_TRANSFORMER_EXTENSION,
 )
 
 
