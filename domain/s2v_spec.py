@@ -38,6 +38,12 @@ MOTION_FRAMES = 73
 """Pixel frames of motion a clip continues from (wan/configs/wan_s2v_14B.py: transformer.motion_frames)."""
 LATENT_MOTION_FRAMES = (MOTION_FRAMES + 3) // 4
 """Their latent frames, 19 (`WanS2V.generate`'s lat_motion_frames)."""
+SAMPLE_FPS = 16
+"""The frame rate the speech features align to (wan/configs/shared_config.py: sample_fps)."""
+SPEECH_SAMPLE_RATE = 16_000
+"""The official code loads every audio file at 16 kHz mono (librosa) for wav2vec2."""
+DROP_FIRST_MOTION = True
+"""wan/configs/wan_s2v_14B.py: drop_first_motion: the first clip has no motion tokens."""
 DROP_MODES = ("drop", "padd")
 FRAME_PACK_PATCHES = ((1, 2, 2), (2, 4, 4), (4, 8, 8))
 """The frame packer's patch per group, nearest first (`proj`, `proj_2x`, `proj_4x`)."""

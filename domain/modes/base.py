@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from wanjax.domain.caching.report import CacheRunReport
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.plan import SamplingPlan
-    from wanjax.domain.ports import Denoised, Denoiser, ImageEncoder, VideoAutoencoder
+    from wanjax.domain.ports import Denoised, Denoiser, ImageEncoder, SpeechEncoder, VideoAutoencoder
     from wanjax.domain.requests import GenerationRequest
 
 
@@ -69,6 +69,7 @@ class LoadedParts(Protocol):
     denoiser: Denoiser
     autoencoder: VideoAutoencoder
     image_encoder: ImageEncoder | None
+    speech_encoder: SpeechEncoder | None
 
 
 @attrs.frozen(kw_only=True)
@@ -91,7 +92,9 @@ class ModeRun:
       fit), for an input whose size only the model knows;
     letterbox(image, height, width, reference): an RGB uint8 image [h, w, 3] on a black canvas
       [height, width, 3], fitted (aspect kept) and placed as `reference` ("official" or "diffusers")
-      places Wan Animate's character."""
+      places Wan Animate's character;
+    cover(image, height, width): an RGB uint8 image [h, w, 3] at [height, width, 3], its short side
+      resized (bilinear) and its centre cropped, as the official Wan S2V fits its reference image."""
 
     requests: Sequence[GenerationRequest]
     request: GenerationRequest
@@ -105,6 +108,7 @@ class ModeRun:
     emit: Callable[[np.ndarray], None]
     stretch: Callable[[np.ndarray, int, int], np.ndarray]
     letterbox: Callable[[np.ndarray, int, int, str], np.ndarray]
+    cover: Callable[[np.ndarray, int, int], np.ndarray]
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
 

@@ -47,7 +47,7 @@ class JaxDenoisingSession:
 
     def prepare(self, latents: Any, conditioning: Conditioning = Conditioning()) -> None:
         program, plan = self._program, self._compiled_for
-        shapes = (jnp.shape(latents), *(None if a is None else jnp.shape(a) for a in conditioning))
+        shapes = (jnp.shape(latents), *(None if a is None else _shapes(a) for a in conditioning))
         if shapes in self._prepared:  # compiled already: not even traced again
             return
         inputs = self._inputs(latents, conditioning, abstract=True)
@@ -107,3 +107,9 @@ class JaxDenoisingSession:
             state, cache, report = program.loop(program.loop_params(expert), state, steps.segment(segment), inputs, cache)
             reports.append(report)
         return state, jax.tree.map(lambda *parts: jnp.concatenate(parts), *reports)
+
+
+def _shapes(inputs: Any) -> tuple[Any, ...]:
+    """A conditioning input's shapes, hashable: an array's, or those of a tree of them (the
+    extensions' inputs, whose keys differ between segments: S2V's first clip has no motion latents)."""
+    return (jax.tree.structure(inputs), tuple(jnp.shape(leaf) for leaf in jax.tree.leaves(inputs)))
