@@ -130,9 +130,7 @@ def test_matches_the_official_pipeline_over_two_clips(setup):
         ours = ours[0].transpose(3, 0, 1, 2)
         assert ours.shape == reference.shape
         error = np.max(np.abs(ours - reference)) / np.max(np.abs(reference))
-        print("S2V-PARITY latent error", error)
         assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
     assert frames.shape == expected_frames.shape == (2 * INFER_FRAMES - 3, HEIGHT, WIDTH, 3)
     assert np.ptp(expected_frames) > 0
-    print("S2V-PARITY frames", np.max(np.abs(frames.astype(int) - expected_frames.astype(int))))
     assert np.max(np.abs(frames.astype(int) - expected_frames.astype(int))) <= 1
