@@ -101,7 +101,7 @@ def test_cache_conflicts_are_config_errors():
         GenerationConfig().with_overrides({"cache_policy": "cfg_cache", "magcache_calibration": "true"})
 
 
-UNCALIBRATED_PRESETS = ("wan2.1-flf2v-14b-720p", "wan2.2-animate-14b")
+UNCALIBRATED_PRESETS = ("wan2.1-flf2v-14b-720p", "wan2.2-animate-14b", "wan2.2-s2v-14b")
 """Presets of models with no published MagCache curve: magcache needs the user's own (a calibration run)."""
 
 
