@@ -107,7 +107,7 @@ class MemoryPlanner:
             transformer=spec,
             num_experts=len(checkpoint.experts),
             rows=batch * (2 if request.uses_guidance else 1),
-            tokens=geometry.tokens(spec.patch_size),
+            tokens=geometry.sequence_tokens(spec),
             text_tokens=settings.text_encoder.max_sequence_length,
             image_tokens=image_tokens,
             weights_dtype=denoiser.weights_dtype,

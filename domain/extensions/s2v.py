@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from wanjax.domain.extensions.base import ExtensionCost, ModelExtension
 from wanjax.domain.guidance import SHARED, blank_when_unconditional
-from wanjax.domain.s2v_spec import s2v_parameters
+from wanjax.domain.s2v_spec import FRAME_PACK_BUCKETS, FRAME_PACK_PATCHES, s2v_parameters
 from wanjax.domain.specs import TransformerSpec
 
 
@@ -15,6 +15,18 @@ def _cost(spec: TransformerSpec) -> ExtensionCost:
     assert s2v is not None
     per_injector = 4 * d * d + (2 * d * d if s2v.enable_adain else 0)  # q, k, v, o (and the AdaLN linear)
     return ExtensionCost(s2v_parameters(spec, s2v), kernels=s2v.injector_count(spec.num_layers) * per_injector)
+
+
+def _appended_tokens(spec: TransformerSpec, size: tuple[int, int]) -> int:
+    """The reference image's tokens, then the frame packer's (a clip after the first): one latent
+    frame at the video's patch, and the motion latents at 1x, 2x and 4x compression."""
+    (h, w), (_, ph, pw) = size, spec.patch_size
+    reference = (h // ph) * (w // pw)
+    motion = sum(
+        (bucket // pt) * (h // patch_h) * (w // patch_w)
+        for bucket, (pt, patch_h, patch_w) in zip(FRAME_PACK_BUCKETS, FRAME_PACK_PATCHES, strict=True)
+    )
+    return reference + motion
 
 
 S2V_EXTENSION = ModelExtension(
@@ -27,4 +39,5 @@ S2V_EXTENSION = ModelExtension(
     },
     present=lambda spec: spec.s2v is not None,
     cost=_cost,
+    appended_tokens=_appended_tokens,
 )

@@ -1,7 +1,7 @@
 """Wan 2.2 S2V's mode without running a model: it is the default of an S2V model and refused on
 others, its clip count and frame count follow the official counting, its options refuse bad
 values naming the fix, and the bench's random inputs (`received`) are what the S2V transformer
-takes (a tiny one runs a step's forward on them)."""
+takes (a tiny one runs a step's forward on them), whose appended tokens the memory plan counts."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.domain.architectures import WAN21_T2V_1_3B, WAN21_VAE, WAN22_S2V_14B
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import InvalidRequestError
+from wanjax.domain.extensions.s2v import S2V_EXTENSION
 from wanjax.domain.inputs.fields import InputRefusal
 from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
 from wanjax.domain.modes.registry import default_mode
@@ -80,4 +81,6 @@ def test_the_bench_inputs_fit_the_transformer():
         model, latents, jnp.zeros((1, 5, 8)), without_motion
     )
     assert not np.allclose(np.asarray(out), np.asarray(first_clip))  # the motion tokens are attended to
+    appended = model.prepare_extensions(conditioning.extensions, latents.shape)["s2v"].rope.cos.shape[0]
+    assert S2V_EXTENSION.appended_tokens(spec, grid[1:]) == appended == 2.5 * 4 * 8  # what the memory plan counts
 

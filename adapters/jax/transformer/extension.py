@@ -7,8 +7,9 @@ it reads and costs; this half says how the model runs it and how its weights loa
   `<name>/...`), whose hooks (`ExtensionModule`) the model calls: what it embeds, the K/V of its
   own blocks, the tokens it appends after the video's (`extra_tokens`: S2V's reference and motion
   tokens, with their own RoPE positions, dropped before the head), what it computes before the
-  base blocks, its slot in each base block (scanned with the blocks) and what it does after a block (none for I2V: its image K/V projections are
-  part of every block's cross-attention, and their K/V of every block's `CrossAttentionKV`);
+  base blocks, its slot in each base block (scanned with the blocks) and what it does after a
+  block (none for I2V: its image K/V projections are part of every block's cross-attention, and
+  their K/V of every block's `CrossAttentionKV`);
 - `weights`: the diffusers names of its tensors (official names arrive renamed to them,
   adapters/checkpoints/);
 - `rules`: its sharding rules, the sub-modules every device keeps whole, and its layer stacks

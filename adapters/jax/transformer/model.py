@@ -12,7 +12,9 @@ extensions.py), held under its name: a VACE spec (diffusers' WanVACETransformer3
 `vace` (`vace/`: control latents in, one hint added after each of the base blocks `vace_layers`
 names), an Animate spec (diffusers' WanAnimateTransformer3DModel) has `animate` (`animate/`: pose
 tokens added to the video tokens, a face adapter after every `inject_face_latents_blocks`-th
-base block). The model calls their hooks; it names none of them.
+base block), an S2V spec (the official WanModel_S2V) has `s2v` (`s2v/`: pose tokens added,
+reference and motion tokens appended with their own RoPE positions, audio injectors after the
+blocks `audio_inject_layers` names). The model calls their hooks; it names none of them.
 """
 
 from __future__ import annotations
@@ -223,7 +225,8 @@ class WanTransformer(nnx.Module):
 
     def _extra_tokens(self, prepared: Mapping[str, Any]) -> list[ExtraTokens]:
         """The tokens the extensions append after the video tokens, in the registry's order."""
-        extras = (module.extra_tokens(prepared[name], self.patch_embedding) for name, module in self.extension_modules())
+        modules = self.extension_modules()
+        extras = (module.extra_tokens(prepared[name], self.patch_embedding) for name, module in modules)
         return [extra for extra in extras if extra is not None]
 
     def _with_extra_rope(self, rope: RopeTables, prepared: Mapping[str, Any]) -> RopeTables:

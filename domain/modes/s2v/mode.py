@@ -142,7 +142,8 @@ class SpeechToVideo(GenerationMode):
                 unit = parts.autoencoder.decode_to_unit(xp.concat([ahead, denoised.latents], axis=1))[:, -frames:]
                 unit = unit[:, FIRST_CLIP_DROPPED:] if first else unit  # [1, f, H, W, 3] in [0, 1]
                 kept = min(MOTION_FRAMES, unit.shape[1])
-                motion_frames = xp.concat([motion_frames[:, kept:], unit[:, unit.shape[1] - kept :] * 2.0 - 1.0], axis=1)
+                newest = unit[:, unit.shape[1] - kept :] * 2.0 - 1.0
+                motion_frames = xp.concat([motion_frames[:, kept:], newest], axis=1)
                 if run.decode is not None:
                     run.emit(np.asarray(xp.round(unit * 255.0).astype(xp.uint8)))
         assert denoised is not None
