@@ -106,31 +106,56 @@ def setup(tmp_path_factory):
     return official, vae, inputs, image, pcm, config, container.service(), denoiser
 
 
-def test_matches_the_official_pipeline_over_two_clips(setup):
-    official, vae, inputs, image, pcm, config, service, denoiser = setup
+@pytest.fixture(scope="module")
+def official_run(setup) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The official video [F, H, W, 3] uint8 and each clip's final latents [C, F', H', W']."""
+    official, vae, inputs, *_ = setup
     with torch.no_grad():
         video = official.generate(
             PROMPT, str(inputs / "reference.png"), str(inputs / "speech.wav"), False, None, None, None,
             num_repeat=None, max_area=HEIGHT * WIDTH, infer_frames=INFER_FRAMES, shift=SHIFT, sample_solver="unipc",
             sampling_steps=STEPS, guide_scale=GUIDANCE, n_prompt=NEGATIVE, seed=SEED, offload_model=False,
         )  # fmt: skip
-    expected_frames = np.round(((video.clamp(-1, 1) + 1) / 2 * 255).numpy()).astype(np.uint8).transpose(1, 2, 3, 0)
-    expected_latents = [latents[:, -INFER_FRAMES // 4 :] for latents in vae.decoded]  # behind the reference / motion
+    frames = np.round(((video.clamp(-1, 1) + 1) / 2 * 255).numpy()).astype(np.uint8).transpose(1, 2, 3, 0)
+    return frames, [latents[:, -INFER_FRAMES // 4 :] for latents in vae.decoded]  # behind the reference / motion
 
-    request = config.request(
+
+def _request(config, pcm: np.ndarray, image: np.ndarray):
+    return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS, flow_shift=SHIFT,
         sample_solver="unipc", guidance_scale=GUIDANCE, seed=SEED, image=image,
         audio=pcm.astype(np.float32) / 32768.0, infer_frames=INFER_FRAMES,
     )  # fmt: skip
+
+
+def _relative_error(ours: np.ndarray, reference: np.ndarray) -> float:
+    assert ours.shape == reference.shape
+    return float(np.max(np.abs(ours - reference)) / np.max(np.abs(reference)))
+
+
+def test_matches_the_official_pipeline_over_two_clips(setup, official_run):
+    _, _, _, image, pcm, config, service, denoiser = setup
+    expected_frames, expected_latents = official_run
     denoiser.denoised.clear()
-    frames = service.generate(request).array[0]
+    frames = service.generate(_request(config, pcm, image)).array[0]
 
     assert len(expected_latents) == len(denoiser.denoised) == CLIPS
     for ours, reference in zip(denoiser.denoised, expected_latents):
-        ours = ours[0].transpose(3, 0, 1, 2)
-        assert ours.shape == reference.shape
-        error = np.max(np.abs(ours - reference)) / np.max(np.abs(reference))
+        error = _relative_error(ours[0].transpose(3, 0, 1, 2), reference)
         assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
     assert frames.shape == expected_frames.shape == (2 * INFER_FRAMES - 3, HEIGHT, WIDTH, 3)
     assert np.ptp(expected_frames) > 0
     assert np.max(np.abs(frames.astype(int) - expected_frames.astype(int))) <= 1
+
+
+def test_latent_output_joins_the_clips_and_latents_given_start_the_first(setup, official_run, monkeypatch):
+    """`--output-type latent`: the clips' final latents joined along frames; `--latents`: the first
+    clip's noise (the official draw, handed in as diffusers' [B, C, F', H', W'], while the seed's
+    own noise is made zeros: only the given latents can start clip 0 as the official run did)."""
+    _, _, _, image, pcm, config, service, denoiser = setup
+    noise = torch.randn((16, INFER_FRAMES // 4, HEIGHT // 8, WIDTH // 8), generator=torch.Generator().manual_seed(SEED))
+    monkeypatch.setitem(denoiser._noise, SEED, np.zeros_like(denoiser._noise[SEED]))
+    result = service.generate(_request(config, pcm, image), initial_latents=noise.numpy()[None], output_type="latent")
+    joined = np.asarray(result.array)[0]  # [C, clips * F', H', W']
+    error = _relative_error(joined, np.concatenate(official_run[1], axis=1))
+    assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
