@@ -6,17 +6,23 @@ takes (a tiny one runs a step's forward on them), whose appended tokens the memo
 from __future__ import annotations
 
 import jax.numpy as jnp
+import math
+
 import numpy as np
 import pytest
 from flax import nnx
 
 from wanjax.adapters.jax.transformer.model import WanTransformer
+from wanjax.adapters.jax.sharding.rules import transformer_logical_axes
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.weights import abstract_transformer, storage_layout
 from wanjax.domain.architectures import WAN21_T2V_1_3B, WAN21_VAE, WAN22_S2V_14B
 from wanjax.domain.conditioning import ImageConditioning
+from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.s2v import S2V_EXTENSION
 from wanjax.domain.inputs.fields import InputRefusal
+from wanjax.domain.memory import transformer_parameters
 from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
 from wanjax.domain.modes.registry import default_mode
 from wanjax.domain.modes.s2v.clips import emitted_frames, speech_clips
@@ -59,13 +65,38 @@ def test_bad_options_are_refused_naming_the_setting(field, value):
         S2VOptions(**{field: value})
 
 
+S2V = S2VSpec(
+    cond_dim=16, audio_dim=8, num_audio_token=2, enable_adain=True, audio_inject_layers=(0, 1), zero_timestep=True,
+    enable_motioner=False, enable_framepack=True, framepack_drop_mode="padd",
+)  # fmt: skip
+TINY = TransformerSpec(num_attention_heads=2, attention_head_dim=8, text_dim=8, freq_dim=16, ffn_dim=16, num_layers=2,
+                       s2v=S2V)  # fmt: skip
+
+
+def test_the_short_audio_is_refused_before_loading():
+    with pytest.raises(InvalidRequestError, match="audio.*at least 720"):
+        GenerationConfig().request("hi", image=np.zeros((8, 8, 3), np.uint8), audio=np.zeros(500, np.float32))
+
+
+@pytest.mark.parametrize("scan_layers", [True, False], ids=["scanned", "listed"])
+def test_fp8_sharding_and_the_memory_plan_cover_its_parameters(scan_layers):
+    """The audio injectors' kernels are stored in fp8 as the blocks' are, every S2V parameter has a
+    sharding rule, and the memory plan counts what the model holds."""
+    runtime = TransformerRuntime(dtype=jnp.bfloat16, param_dtype=jnp.bfloat16, scan_layers=scan_layers)
+    abstract = abstract_transformer(TINY, runtime)
+    layout = storage_layout(abstract, jnp.float8_e4m3fn)
+    fp8 = {path for path, shape in layout.items() if shape.dtype == jnp.float8_e4m3fn}
+    assert any(path[:2] == ("s2v", "audio_injector") for path in fp8)
+    assert not any(name in path for path in fp8 for name in ("casual_audio_encoder", "frame_packer", "cond_encoder"))
+    for path, shape in layout.items():
+        transformer_logical_axes(path, len(shape.shape), abstract.parameter_rules)  # raises where none
+    total, kernels = transformer_parameters(TINY)
+    assert total == sum(math.prod(shape.shape) for shape in layout.values())
+    assert kernels == sum(math.prod(layout[path].shape) for path in fp8)
+
+
 def test_the_bench_inputs_fit_the_transformer():
-    s2v = S2VSpec(
-        cond_dim=16, audio_dim=8, num_audio_token=2, enable_adain=True, audio_inject_layers=(0, 1), zero_timestep=True,
-        enable_motioner=False, enable_framepack=True, framepack_drop_mode="padd",
-    )  # fmt: skip
-    spec = TransformerSpec(num_attention_heads=2, attention_head_dim=8, text_dim=8, freq_dim=16, ffn_dim=16,
-                           num_layers=2, s2v=s2v)  # fmt: skip
+    spec = TINY
     grid = (2, 8, 16)
     received = SPEECH_TO_VIDEO.received(ReceivedShapes(transformer=spec, vae=WAN21_VAE, latent_grid=grid, image_tokens=0))
     rng = np.random.default_rng(0)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 WAV2VEC2_CONVS = ((10, 5), (3, 2), (3, 2), (3, 2), (3, 2), (2, 2), (2, 2))
 """(kernel, stride) of wav2vec2's feature encoder (every wav2vec2 checkpoint's, the release's too)."""
+SHORTEST_SPEECH = 720
+"""The fewest 16 kHz samples wav2vec2 makes two hidden states of (one row at 30 a second): its
+conv stack's 400-sample window plus one 320-sample stride (adapters/torch/wav2vec2.py refuses fewer)."""
 HIDDEN_RATE, FEATURE_RATE = 50, 30
 FIRST_CLIP_DROPPED = 3
 """Frames `WanS2V.generate` drops from the first clip's decode (`image[:, :, 3:]`) with drop_first_motion."""

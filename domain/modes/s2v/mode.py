@@ -35,7 +35,7 @@ from wanjax.domain.modes.base import (
     ReceivedShapes,
     array_namespace,
 )
-from wanjax.domain.modes.s2v.clips import FIRST_CLIP_DROPPED, emitted_frames, speech_clips
+from wanjax.domain.modes.s2v.clips import FIRST_CLIP_DROPPED, SHORTEST_SPEECH, emitted_frames, speech_clips
 from wanjax.domain.modes.s2v.inputs import INPUTS, NAMES
 from wanjax.domain.modes.s2v.options import S2VOptions
 from wanjax.domain.modes.segments import segment_noise
@@ -76,6 +76,11 @@ class SpeechToVideo(GenerationMode):
     def check_request(self, request: GenerationRequest) -> None:
         if request.input("image") is None or request.input("audio") is None:
             raise InputRefusal("Wan S2V needs the reference image ({image}) and the speech ({audio})", **NAMES)
+        if len(request.input("audio")) < SHORTEST_SPEECH:
+            raise InputRefusal(
+                f"{{audio}} is {len(request.input('audio'))} samples at 16 kHz; wav2vec2 needs at least "
+                f"{SHORTEST_SPEECH} ({SHORTEST_SPEECH / 16_000:.3f} s): give a longer speech file", **NAMES,
+            )  # fmt: skip
 
     def geometry(self, request: GenerationRequest, geometry: LatentGeometry) -> LatentGeometry:
         """One clip's latents: infer_frames / 4 latent frames (the Wan 2.1 VAE's temporal compression)."""
