@@ -162,7 +162,11 @@ class _VideoReader:
         import av
 
         with av.open(str(Path(path))) as container:
+            self._fps = float(container.streams.video[0].average_rate)
             self._frames = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
+
+    def get_avg_fps(self) -> float:
+        return self._fps
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -233,9 +237,11 @@ class _Resize:
     def __init__(self, size: int) -> None:
         self.size = size
 
-    def __call__(self, image: Image.Image) -> Image.Image:
-        if not isinstance(image, Image.Image):
-            raise NotImplementedError("the Resize stand-in fits PIL images (S2V's reference), not tensors")
+    def __call__(self, image: Image.Image | torch.Tensor) -> Image.Image | torch.Tensor:
+        if isinstance(image, torch.Tensor):  # torchvision returns a tensor whose short side is the size as it is
+            if min(image.shape[-2:]) != self.size:
+                raise NotImplementedError("the Resize stand-in resizes PIL images only (S2V's reference)")
+            return image
         w, h = image.size
         long = int(self.size * max(w, h) / min(w, h))
         return image.resize((self.size, long) if w <= h else (long, self.size), Image.Resampling.BILINEAR)
@@ -248,7 +254,11 @@ class _CenterCrop:
     def __init__(self, size: tuple[int, int]) -> None:
         self.size = size
 
-    def __call__(self, image: Image.Image) -> Image.Image:
+    def __call__(self, image: Image.Image | torch.Tensor) -> Image.Image | torch.Tensor:
+        if isinstance(image, torch.Tensor):  # S2V's pose frames, already the video's size
+            if tuple(image.shape[-2:]) != tuple(self.size):
+                raise NotImplementedError("the CenterCrop stand-in crops tensors of the crop's size only")
+            return image
         (h, w), (width, height) = self.size, image.size
         if h > height or w > width:
             raise NotImplementedError("the CenterCrop stand-in crops; it does not pad a smaller image")

@@ -13,6 +13,10 @@ request's size (`get_gen_size`). Clip k's noise is a torch generator's seeded wi
 both sides (`NoiseOfSeed`). The official `generate` runs under bfloat16 autocast on CUDA only:
 here in float32.
 
+Also: `--output-type latent` (the clips' latents joined), `--latents` (the first clip's noise),
+and a pose video (at the video's size: the official code resizes its tensors with torchvision,
+which is not installed here; at that size its resize and crop return them as they are).
+
 Tolerances as the other official parities: each clip's final latents within 1e-4 of max|ref| in
 fp32, uint8 frames within 1 level.
 """
@@ -22,6 +26,7 @@ from __future__ import annotations
 import wave
 from pathlib import Path
 
+import av
 import numpy as np
 import pytest
 import torch
@@ -106,25 +111,31 @@ def setup(tmp_path_factory):
     return official, vae, inputs, image, pcm, config, container.service(), denoiser
 
 
-@pytest.fixture(scope="module")
-def official_run(setup) -> tuple[np.ndarray, list[np.ndarray]]:
+def _official(setup, pose_video: str | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """The official video [F, H, W, 3] uint8 and each clip's final latents [C, F', H', W']."""
     official, vae, inputs, *_ = setup
+    vae.decoded.clear()
     with torch.no_grad():
         video = official.generate(
             PROMPT, str(inputs / "reference.png"), str(inputs / "speech.wav"), False, None, None, None,
-            num_repeat=None, max_area=HEIGHT * WIDTH, infer_frames=INFER_FRAMES, shift=SHIFT, sample_solver="unipc",
-            sampling_steps=STEPS, guide_scale=GUIDANCE, n_prompt=NEGATIVE, seed=SEED, offload_model=False,
+            num_repeat=None, pose_video=pose_video, max_area=HEIGHT * WIDTH, infer_frames=INFER_FRAMES, shift=SHIFT,
+            sample_solver="unipc", sampling_steps=STEPS, guide_scale=GUIDANCE, n_prompt=NEGATIVE, seed=SEED,
+            offload_model=False,
         )  # fmt: skip
     frames = np.round(((video.clamp(-1, 1) + 1) / 2 * 255).numpy()).astype(np.uint8).transpose(1, 2, 3, 0)
     return frames, [latents[:, -INFER_FRAMES // 4 :] for latents in vae.decoded]  # behind the reference / motion
 
 
-def _request(config, pcm: np.ndarray, image: np.ndarray):
+@pytest.fixture(scope="module")
+def official_run(setup) -> tuple[np.ndarray, list[np.ndarray]]:
+    return _official(setup)
+
+
+def _request(config, pcm: np.ndarray, image: np.ndarray, **pose: np.ndarray):
     return config.request(
         PROMPT, negative_prompt=NEGATIVE, height=HEIGHT, width=WIDTH, num_inference_steps=STEPS, flow_shift=SHIFT,
         sample_solver="unipc", guidance_scale=GUIDANCE, seed=SEED, image=image,
-        audio=pcm.astype(np.float32) / 32768.0, infer_frames=INFER_FRAMES,
+        audio=pcm.astype(np.float32) / 32768.0, infer_frames=INFER_FRAMES, **pose,
     )  # fmt: skip
 
 
@@ -159,3 +170,24 @@ def test_latent_output_joins_the_clips_and_latents_given_start_the_first(setup, 
     joined = np.asarray(result.array)[0]  # [C, clips * F', H', W']
     error = _relative_error(joined, np.concatenate(official_run[1], axis=1))
     assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
+
+
+def test_a_pose_video_drives_the_clips_as_the_official_code(setup, official_run, tmp_path):
+    """11 pose frames at the video's size (16 fps, a lossless mp4 for the official reader): the
+    clips read frames 0-7 and 8-10, padded with -1 frames."""
+    _, _, _, image, pcm, config, service, denoiser = setup
+    pose = np.random.default_rng(6).integers(0, 256, (11, HEIGHT, WIDTH, 3), dtype=np.uint8)
+    with av.open(str(tmp_path / "pose.mp4"), "w") as container:
+        stream = container.add_stream("libx264rgb", rate=16, options={"qp": "0"})
+        stream.width, stream.height, stream.pix_fmt = WIDTH, HEIGHT, "rgb24"
+        for frame in pose:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
+        container.mux(stream.encode())
+    _, expected = _official(setup, str(tmp_path / "pose.mp4"))
+    denoiser.denoised.clear()
+    service.generate(_request(config, pcm, image, pose_video=pose))
+    assert len(denoiser.denoised) == len(expected) == CLIPS
+    assert _relative_error(expected[0], official_run[1][0]) > 1e-2  # the pose changed the video
+    for ours, reference in zip(denoiser.denoised, expected):
+        error = _relative_error(ours[0].transpose(3, 0, 1, 2), reference)
+        assert error <= LATENT_TOLERANCE, f"relative error {error:.2e}"
