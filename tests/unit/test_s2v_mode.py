@@ -21,10 +21,10 @@ from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import InvalidRequestError
 from wanjax.domain.extensions.s2v import S2V_EXTENSION
-from wanjax.domain.inputs.fields import InputRefusal
+from wanjax.domain.inputs.fields import Entrypoint, InputRefusal
 from wanjax.domain.memory import transformer_parameters
 from wanjax.domain.modes.base import ModelTraits, ReceivedShapes
-from wanjax.domain.modes.registry import default_mode
+from wanjax.domain.modes.registry import default_mode, http_fields, mode_of_inputs
 from wanjax.domain.modes.s2v.clips import emitted_frames, speech_clips
 from wanjax.domain.modes.s2v.mode import SPEECH_TO_VIDEO
 from wanjax.domain.modes.s2v.options import S2VOptions
@@ -115,3 +115,13 @@ def test_the_bench_inputs_fit_the_transformer():
     appended = model.prepare_extensions(conditioning.extensions, latents.shape)["s2v"].rope.cos.shape[0]
     assert S2V_EXTENSION.appended_tokens(spec, grid[1:]) == appended == 2.5 * 4 * 8  # what the memory plan counts
 
+
+
+@pytest.mark.parametrize(
+    "entrypoint, names",
+    [(Entrypoint.CLI, ["--image", "--audio"]), (Entrypoint.CLI, ["--image", "--audio", "--pose-video"]),
+     (Entrypoint.HTTP, ["input_reference", "audio"]), (Entrypoint.HTTP, ["input_reference", "audio", "pose_video"])],
+)  # fmt: skip
+def test_the_cli_flags_and_http_fields_select_it(entrypoint, names):
+    assert mode_of_inputs(names, None, entrypoint) is SPEECH_TO_VIDEO
+    assert http_fields()["audio"] is SPEECH_TO_VIDEO.input_field("audio")
