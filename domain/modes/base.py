@@ -227,6 +227,12 @@ def refuse(field: InputField, fix: str, **inputs: InputField) -> None:
     raise InputRefusal("{given}: " + fix, given=field, **inputs)
 
 
+def unit_pixels(frames: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float32 in [-1, 1], as diffusers' VideoProcessor and the official code's
+    ToTensor() * 2 - 1 normalise them."""
+    return frames.astype(np.float32) / 255.0 * 2.0 - 1.0
+
+
 def array_namespace(array: Any) -> Any:
     """The array API namespace of `array` (jax.numpy for a device array, numpy for a host one), so
     that arrays an adapter left on its device are combined there, never copied through the host."""

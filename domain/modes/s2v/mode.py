@@ -34,6 +34,7 @@ from wanjax.domain.modes.base import (
     ModeRun,
     ReceivedShapes,
     array_namespace,
+    unit_pixels,
 )
 from wanjax.domain.modes.s2v.clips import FIRST_CLIP_DROPPED, SHORTEST_SPEECH, emitted_frames, speech_clips
 from wanjax.domain.modes.s2v.inputs import INPUTS, NAMES
@@ -123,7 +124,8 @@ class SpeechToVideo(GenerationMode):
         with run.span("conditioning"):
             speech, clips = parts.speech_encoder.encode(request.input("audio"), infer_frames=frames, fps=SAMPLE_FPS)
             clips = clips if options.num_repeat == 0 else min(clips, options.num_repeat)
-            reference = parts.autoencoder.encode_video(_unit(run.cover(request.input("image"), *size))[None, None])
+            reference = unit_pixels(run.cover(request.input("image"), *size))[None, None]  # [1, 1, H, W, 3]
+            reference = parts.autoencoder.encode_video(reference)
             xp = array_namespace(reference)
             motion_frames = xp.zeros((1, MOTION_FRAMES, *size, 3), xp.float32)  # [-1, 1]: black
             poses = _pose_latents(run, request.input("pose_video"), clips, frames, size)
@@ -156,11 +158,6 @@ class SpeechToVideo(GenerationMode):
         return Generated(latents=joined, cache_report=denoised.cache_report)
 
 
-def _unit(pixels: np.ndarray) -> np.ndarray:
-    """uint8 -> float32 in [-1, 1], as the official code's ToTensor() * 2 - 1."""
-    return pixels.astype(np.float32) / 255.0 * 2.0 - 1.0
-
-
 def _pose_latents(run: ModeRun, pose: np.ndarray | None, clips: int, frames: int, size: tuple[int, int]) -> Any:
     """clip -> its pose latents [1, frames / 4, H', W', C]: zeros without a pose video (the official
     code encodes -1 frames and multiplies by 0); with one, as `load_pose_cond`: its first
@@ -172,7 +169,7 @@ def _pose_latents(run: ModeRun, pose: np.ndarray | None, clips: int, frames: int
         return lambda clip: zeros
     video = np.full((clips * frames, *size, 3), -1.0, np.float32)
     given = pose[: clips * frames]
-    video[: len(given)] = np.stack([_unit(run.cover(frame, *size)) for frame in given])
+    video[: len(given)] = np.stack([unit_pixels(run.cover(frame, *size)) for frame in given])
 
     def clip_latents(clip: int) -> Any:
         part = video[clip * frames : (clip + 1) * frames]
