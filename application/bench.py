@@ -175,7 +175,7 @@ def bench_workload(bench: BenchPlan) -> Workload:
     ) if bench.vae else {}  # fmt: skip
     return Workload(
         transformer=architecture.transformer, num_experts=architecture.num_experts, rows=bench.copies,
-        tokens=bench.geometry.tokens(architecture.transformer.patch_size),
+        tokens=bench.geometry.sequence_tokens(architecture.transformer),
         text_tokens=bench.settings.text_encoder.max_sequence_length, image_tokens=architecture.image_tokens,
         weights_dtype=denoiser.weights_dtype, activations_dtype=denoiser.activations_dtype,
         attention=denoiser.attention, kv_cache=denoiser.use_kv_cache, offload=denoiser.offload, **decode,

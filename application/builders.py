@@ -14,7 +14,7 @@ from wanjax.adapters.checkpoints.checkpoint import Checkpoint, ReplacedFiles
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.lora import loras_per_expert
 from wanjax.domain.offload import moves_components, streams_blocks
-from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, TextEncoder, VideoAutoencoder
+from wanjax.domain.ports import Denoiser, ImageEncoder, LoraSwitch, SpeechEncoder, TextEncoder, VideoAutoencoder
 from wanjax.domain.settings import DenoiserSettings, ModelSettings, StartupSettings, TextEncoderSettings, VaeSettings
 from wanjax.domain.sharding import MeshShape
 
@@ -127,6 +127,16 @@ def build_image_encoder(checkpoint: Checkpoint, dtype: str) -> ImageEncoder | No
     from wanjax.adapters.torch.clip_image import ClipImageEncoder
 
     return ClipImageEncoder.from_files(files, dtype=dtype)
+
+
+def build_speech_encoder(checkpoint: Checkpoint, dtype: str) -> SpeechEncoder | None:
+    """The wav2vec2 speech encoder where the checkpoint has one (Wan 2.2 S2V), else None."""
+    folder = checkpoint.speech_encoder_folder()
+    if folder is None:
+        return None
+    from wanjax.adapters.torch.wav2vec2 import Wav2Vec2SpeechEncoder
+
+    return Wav2Vec2SpeechEncoder.from_folder(folder, dtype=dtype)
 
 
 def blockwise_attention() -> AttentionFn:

@@ -62,6 +62,7 @@ class Container(containers.DeclarativeContainer):
         builders.build_text_encoder, checkpoint, settings.provided.text_encoder, offload
     )
     image_encoder = providers.Singleton(builders.build_image_encoder, checkpoint, settings.provided.model.dtype)
+    speech_encoder = providers.Singleton(builders.build_speech_encoder, checkpoint, settings.provided.model.dtype)
 
     transformer_runtime = providers.Singleton(
         builders.transformer_runtime,
@@ -107,6 +108,7 @@ class Container(containers.DeclarativeContainer):
         lora_switch=lora_switch.provider,
         autoencoder=autoencoder.provider,
         image_encoder=image_encoder.provider,
+        speech_encoder=speech_encoder.provider,
     )
     service = providers.Singleton(
         GenerationService, components, settings.provided.text_encoder, preflight=preflight.provided.check,

@@ -107,7 +107,7 @@ class MemoryPlanner:
         geometry = mode.geometry(request, video)  # what is denoised (VACE: its reference frames too)
         image_tokens = (spec.pos_embed_seq_len or CLIP_IMAGE_TOKENS) if spec.uses_image_embeddings else 0
         text_encoder = checkpoint.weights("text_encoder")
-        tokens = mode.run_geometry(request, geometry).tokens(spec.patch_size)
+        tokens = mode.run_geometry(request, geometry).sequence_tokens(spec)
         # Wan 2.2 TI2V's first frame: a timestep per token (its tokens at 0)
         per_token_time = traits.image_conditioning is ImageConditioning.FIRST_FRAME and request.input("image") is not None
         return Workload(

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from wanjax.adapters.media.images import covered
 from wanjax.adapters.media.letterbox import character_canvas
 from wanjax.adapters.media.pixel_reader import stretched
 from wanjax.adapters.text_embeddings import CachedTextEncoder
@@ -31,6 +32,7 @@ from wanjax.domain.ports import (
     Denoised,
     Denoiser,
     ImageEncoder,
+    SpeechEncoder,
     LoraSwitch,
     FramesCallback,
     StepCallback,
@@ -76,6 +78,7 @@ class ModelComponents:
     denoiser: Callable[[], Denoiser]
     autoencoder: Callable[[], VideoAutoencoder]
     image_encoder: Callable[[], ImageEncoder | None]
+    speech_encoder: Callable[[], SpeechEncoder | None] = lambda: None
     mesh_shape: MeshShape = attrs.field(factory=MeshShape)
     lora_check: Callable[[LoraSet], None] | None = None
     """Checks a request's LoRAs (per expert) before loading; None: requests may carry none."""
@@ -94,6 +97,7 @@ class LoadedModel:
     autoencoder: VideoAutoencoder
     image_encoder: ImageEncoder | None
     lora_switch: LoraSwitch | None = None
+    speech_encoder: SpeechEncoder | None = None
 
 
 class GenerationService:
@@ -233,12 +237,12 @@ class GenerationService:
             # same order (a VAE placed while the experts were being placed ran the processes'
             # collectives out of step and aborted them in gloo).
             with ThreadPoolExecutor(max_workers=1, thread_name_prefix="wanjax-load") as pool:
-                encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder()))
+                encoders = pool.submit(lambda: (build_text_encoder(), c.image_encoder(), c.speech_encoder()))
                 denoiser = c.denoiser()
                 autoencoder = c.autoencoder()
                 lora_switch = c.lora_switch()
-                text_encoder, image_encoder = encoders.result()
-            return LoadedModel(text_encoder, denoiser, autoencoder, image_encoder, lora_switch)
+                text_encoder, image_encoder, speech_encoder = encoders.result()
+            return LoadedModel(text_encoder, denoiser, autoencoder, image_encoder, lora_switch, speech_encoder)
 
     def warmup(
         self,
@@ -345,7 +349,7 @@ class GenerationService:
             requests=requests, request=request, model=c.traits, parts=model, geometry=geometry, plan=plan,
             noise=noise, denoise=denoise, decode=None if output_type == "latent" else decode,
             emit=kept.append if on_frames is None else on_frames, stretch=stretched,
-            letterbox=character_canvas, span=trace.span,
+            letterbox=character_canvas, cover=covered, span=trace.span,
         )  # fmt: skip
         with held_loras:
             generated = mode.generate(run)

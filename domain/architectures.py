@@ -12,6 +12,7 @@ import attrs
 
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import UnsupportedModelError
+from wanjax.domain.s2v_spec import S2VSpec
 from wanjax.domain.specs import AnimateSpec, TransformerSpec, VaeSpec
 
 WAN21_T2V_1_3B = TransformerSpec(
@@ -49,6 +50,12 @@ SKYREELS_V2_DF_14B = attrs.evolve(WAN21_T2V_14B, num_frame_per_block=1)
 WAN21_VAE = VaeSpec()  # Wan-AI/Wan2.1-T2V-*-Diffusers vae/config.json: diffusers' defaults
 WAN22_VAE = VaeSpec.wan22()  # Wan-AI/Wan2.2-TI2V-5B-Diffusers vae/config.json
 
+# Wan 2.2 S2V: the Wan 2.1 T2V 14B transformer plus audio encoder and injectors, frame packer and pose
+# encoder (wan/configs/wan_s2v_14B.py; num_audio_token is WanModel_S2V's default, 4).
+WAN22_S2V_14B = attrs.evolve(WAN21_T2V_14B, s2v=S2VSpec(
+    cond_dim=16, audio_dim=1024, enable_adain=True, audio_inject_layers=(0, 4, 8, 12, 16, 20, 24, 27, 30, 33, 36, 39),
+    zero_timestep=True, enable_motioner=False, enable_framepack=True, framepack_drop_mode="padd",
+))  # fmt: skip
 CLIP_IMAGE_TOKENS = 257  # CLIP ViT-H/14 at 224 px: 16 x 16 patches + the class token
 # Every published Wan model's text encoder, umt5-xxl's encoder (d_model 4096, 64 heads of 64, gated
 # FFN of 10240, 24 layers with their own relative-position tables of 32 buckets, 256384 tokens), as
@@ -111,6 +118,7 @@ ARCHITECTURES: dict[str, Architecture] = {
     "Skywork/SkyReels-V2-DF-1.3B-540P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_1_3B, vae=WAN21_VAE),
     "Skywork/SkyReels-V2-DF-14B-540P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_14B, vae=WAN21_VAE),
     "Skywork/SkyReels-V2-DF-14B-720P-Diffusers": Architecture(transformer=SKYREELS_V2_DF_14B, vae=WAN21_VAE),
+    "Wan-AI/Wan2.2-S2V-14B": Architecture(transformer=WAN22_S2V_14B, vae=WAN21_VAE),  # official format only
 }
 
 

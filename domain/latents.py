@@ -63,6 +63,12 @@ class LatentGeometry:
         pt, ph, pw = patch_size
         return (self.frames // pt) * (self.height // ph) * (self.width // pw)
 
+    def sequence_tokens(self, transformer: TransformerSpec) -> int:
+        """Tokens per row the blocks attend over: the video's, and those its extensions append
+        (`ModelExtension.appended_tokens`: S2V's reference and motion tokens)."""
+        appended = sum(e.appended_tokens(transformer, (self.height, self.width)) for e in transformer.extensions)
+        return self.tokens(transformer.patch_size) + appended
+
     @property
     def diffusers_shape(self) -> tuple[int, int, int, int, int]:
         return (self.batch, self.channels, self.frames, self.height, self.width)

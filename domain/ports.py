@@ -52,6 +52,14 @@ class ImageEncoder(Protocol):
     def encode(self, images: Sequence[np.ndarray], *, squash: bool = False) -> np.ndarray: ...
 
 
+class SpeechEncoder(Protocol):
+    """Speech for audio-driven modes (Wan 2.2 S2V): mono samples [N] float32 at 16 kHz -> per video
+    frame of `fps`, every layer's hidden states [clips * infer_frames, L, C] float32, and how many
+    clips of `infer_frames` frames the audio makes (the last runs past its end, its rows zero)."""
+
+    def encode(self, waveform: np.ndarray, *, infer_frames: int, fps: int) -> tuple[np.ndarray, int]: ...
+
+
 class DenoisingSession(Protocol):
     """One request's denoising: its plan over its prompts, run once or run after run (a mode's
     segments, each given the previous one's frames through its conditioning). What does not change

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from wanjax.domain.errors import UnsupportedModelError
-from wanjax.domain.specs import TransformerSpec
+
+if TYPE_CHECKING:
+    from wanjax.domain.specs import TransformerSpec  # the spec holds this one (`TransformerSpec.s2v`)
 
 AUDIO_LAYERS = 25
 """wav2vec2 hidden states the audio encoder mixes: the feature projection's output and each of
@@ -32,6 +34,16 @@ ADAIN_MODE = "attn_norm"
 FRAME_PACK_BUCKETS = (1, 2, 16)
 """Latent frames the frame packer reads at 1x, 2x and 4x compression, nearest first (its
 `zip_frame_buckets`): the last 19 motion latents, which is 73 pixel frames' worth."""
+MOTION_FRAMES = 73
+"""Pixel frames of motion a clip continues from (wan/configs/wan_s2v_14B.py: transformer.motion_frames)."""
+LATENT_MOTION_FRAMES = (MOTION_FRAMES + 3) // 4
+"""Their latent frames, 19 (`WanS2V.generate`'s lat_motion_frames)."""
+SAMPLE_FPS = 16
+"""The frame rate the speech features align to (wan/configs/shared_config.py: sample_fps)."""
+SPEECH_SAMPLE_RATE = 16_000
+"""The official code loads every audio file at 16 kHz mono (librosa) for wav2vec2."""
+DROP_FIRST_MOTION = True
+"""wan/configs/wan_s2v_14B.py: drop_first_motion: the first clip has no motion tokens."""
 DROP_MODES = ("drop", "padd")
 FRAME_PACK_PATCHES = ((1, 2, 2), (2, 4, 4), (4, 8, 8))
 """The frame packer's patch per group, nearest first (`proj`, `proj_2x`, `proj_4x`)."""
@@ -115,6 +127,10 @@ class S2VSpec:
         """How many audio injectors (weights `audio_injector.injector.{k}`) a model of `num_layers` has."""
         layers = self.audio_inject_layers
         return sum(str(block).startswith(str(layer)) for block in range(num_layers) for layer in layers)
+
+
+S2V_CONFIG_KEYS = ("audio_inject_layers", "enable_framepack", "num_audio_token")
+"""Keys only a `WanModel_S2V` config.json has: a transformer config with one of them is S2V's."""
 
 
 def s2v_parameters(spec: TransformerSpec, s2v: S2VSpec) -> int:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
+from wanjax.domain.s2v_spec import S2V_CONFIG_KEYS, S2VSpec
 
 if TYPE_CHECKING:
     from wanjax.domain.extensions.base import ModelExtension
@@ -210,6 +211,7 @@ class TransformerSpec:
     denoises each latent frame at its own noise level (Diffusion Forcing)."""
     inject_sample_info: bool = False
     """SkyReels-V2's fps embedding (two rows: 16 fps, other) added to the blocks' modulation."""
+    s2v: S2VSpec | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_values(self, "transformer", [
@@ -250,6 +252,11 @@ class TransformerSpec:
 
         if self.animate is not None:
             self._check_animate(self.animate)
+        if self.s2v is not None and (self.image_dim is not None or self.is_vace or self.animate is not None):
+            raise UnsupportedModelError(
+                "transformer config: a Wan S2V transformer is a text-to-video one (no image_dim, VACE layers or "
+                "Animate branch) with its own audio, motion and pose additions"
+            )
 
     def _check_animate(self, animate: AnimateSpec) -> None:
         if self.image_dim is None or self.is_vace or self.pos_embed_seq_len is not None:
@@ -304,6 +311,11 @@ class TransformerSpec:
         return self.animate is not None
 
     @property
+    def is_s2v(self) -> bool:
+        """Whether the transformer takes speech, a reference image and motion latents (Wan 2.2 S2V)."""
+        return self.s2v is not None
+
+    @property
     def face_adapter_count(self) -> int:
         """How many face adapter blocks an Animate transformer has (0 for the others)."""
         return 0 if self.animate is None else self.num_layers // self.animate.inject_face_latents_blocks
@@ -324,6 +336,8 @@ class TransformerSpec:
             if config.get("_class_name") == ANIMATE_TRANSFORMER_CLASS or "inject_face_latents_blocks" in config:
                 config = {**ANIMATE_TRANSFORMER_DEFAULTS, **config}
                 return cls(**_known_fields(cls, config), animate=AnimateSpec.from_config(config))
+            if any(key in config for key in S2V_CONFIG_KEYS):
+                return cls(**_known_fields(cls, config), s2v=S2VSpec.from_config(config))
             return cls(**_known_fields(cls, config))
 
 

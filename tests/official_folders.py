@@ -27,7 +27,7 @@ import attrs
 import numpy as np
 import torch
 
-from official_wan import official_animate, official_wan
+from official_wan import official_animate, official_s2v, official_wan
 from tiny_wan import IMAGE_DIM, TEXT_DIM
 
 from wanjax.adapters.checkpoints.official_folder import CLIP_FILE, T5_FILE, TOKENIZER_FOLDER, VAE_FILES
@@ -60,6 +60,15 @@ ANIMATE_FACE = 8
 TINY_ANIMATE_MODEL = dict(TINY_WAN_MODEL, in_dim=36, out_dim=16, num_layers=5)
 TINY_ANIMATE_MOTION = dict(size=ANIMATE_FACE, style_dim=8, motion_dim=4)
 ANIMATE_CLIP = dict(TINY_CLIP, vision_dim=1280, patch_size=CLIP_IMAGE_SIZE // 16, vision_mlp_ratio=1)
+# Wan 2.2 S2V: WanModel_S2V with the release's switches (AdaIN, zero timestep, the frame packer in
+# "padd" mode, a 16-channel pose encoder) at toy size; its audio encoder reads a tiny wav2vec2's
+# 8-wide hidden states, two audio tokens a frame, injectors after blocks 0 and 1.
+S2V_AUDIO_DIM = 8
+TINY_S2V_MODEL = dict(
+    TINY_WAN_MODEL, cond_dim=16, audio_dim=S2V_AUDIO_DIM, num_audio_token=2, enable_adain=True,
+    audio_inject_layers=[0, 1], zero_timestep=True, enable_motioner=False, enable_framepack=True,
+    framepack_drop_mode="padd",
+)  # fmt: skip
 
 
 @attrs.frozen
@@ -72,6 +81,7 @@ class Kind:
     vae22: bool = False
     clip: bool = False  # Wan 2.1 I2V, Wan 2.2 Animate: CLIP image tokens in the cross-attention
     animate: bool = False  # Wan 2.2 Animate: a WanAnimateModel
+    s2v: bool = False  # Wan 2.2 S2V: a WanModel_S2V
 
 
 KINDS = {
@@ -81,6 +91,7 @@ KINDS = {
     "i2v-a14b": Kind("i2v", in_dim=36, experts=2),
     "ti2v": Kind("ti2v", in_dim=48, vae22=True),
     "animate": Kind("animate", in_dim=36, clip=True, animate=True),
+    "s2v": Kind("s2v", in_dim=16, s2v=True),
 }
 EXPERT_FOLDERS = ("high_noise_model", "low_noise_model")
 
@@ -127,6 +138,7 @@ class RecordingVae:
         vae.mean, vae.std = (torch.tensor(values) for values in LATENT_STATISTICS[models.vae.z_dim])
         vae.scale = [vae.mean, 1.0 / vae.std]
         self._vae, self.model, self.decoded = vae, vae.model, []
+        self.dtype, self.device = vae.dtype, vae.device  # read by WanS2V.generate
 
     def encode(self, videos):
         return self._vae.encode(videos)
@@ -148,6 +160,11 @@ def official_models(kind: str, seed: int = 0) -> OfficialModels:
         torch.manual_seed(seed)
         if spec.animate:
             experts: tuple[torch.nn.Module, ...] = (_animate_transformer(),)
+        elif spec.s2v:
+            official_s2v()
+            from wan.modules.s2v.model_s2v import WanModel_S2V
+
+            experts = (WanModel_S2V(**TINY_S2V_MODEL),)
         elif spec.clip:
             experts = (_i2v_transformer(),)
         else:

@@ -19,6 +19,9 @@ stand between it and a CPU-only test run, and this module handles each:
   `__init__` would import the audio encoder and through it librosa (not installed); that audio
   encoder (`official_s2v_audio_encoder()`) imports with a librosa stand-in that reads 16-bit mono
   WAVs at the rate asked for (no resampling).
+- Wan 2.2 S2V's pipeline (`wan/speech2video.py`, `official_speech2video()`) imports with the
+  librosa and decord stand-ins and torchvision's `transforms` (Resize, CenterCrop, ToTensor of a
+  PIL image, as torchvision computes them: its reference image's fitting).
 - Wan 2.2 Animate (`wan/animate.py`, imported by `official_animate()`) reads its preprocessed
   inputs with OpenCV (`cv2.imread`, and `cv2.resize` for the character's letterbox: OpenCV itself,
   opencv-python-headless of the test extras) and decord (`VideoReader`, not installed: while
@@ -159,7 +162,11 @@ class _VideoReader:
         import av
 
         with av.open(str(Path(path))) as container:
+            self._fps = float(container.streams.video[0].average_rate)
             self._frames = np.stack([frame.to_ndarray(format="rgb24") for frame in container.decode(video=0)])
+
+    def get_avg_fps(self) -> float:
+        return self._fps
 
     def __len__(self) -> int:
         return len(self._frames)
@@ -221,6 +228,60 @@ def official_s2v_audio_encoder() -> types.ModuleType:
         with _stand_ins("librosa", (librosa,)):
             importlib.import_module("wan.modules.s2v.audio_encoder")
     return sys.modules["wan.modules.s2v.audio_encoder"]
+
+
+class _Resize:
+    """torchvision's `transforms.Resize(size)` on a PIL image: the short side to `size` (the long
+    side int(size * long / short)), PIL's bilinear filter (torchvision's own call for images)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __call__(self, image: Image.Image | torch.Tensor) -> Image.Image | torch.Tensor:
+        if isinstance(image, torch.Tensor):  # torchvision returns a tensor whose short side is the size as it is
+            if min(image.shape[-2:]) != self.size:
+                raise NotImplementedError("the Resize stand-in resizes PIL images only (S2V's reference)")
+            return image
+        w, h = image.size
+        long = int(self.size * max(w, h) / min(w, h))
+        return image.resize((self.size, long) if w <= h else (long, self.size), Image.Resampling.BILINEAR)
+
+
+class _CenterCrop:
+    """torchvision's `transforms.CenterCrop((h, w))` on a PIL image at least that large: the box at
+    round((H - h) / 2), round((W - w) / 2)."""
+
+    def __init__(self, size: tuple[int, int]) -> None:
+        self.size = size
+
+    def __call__(self, image: Image.Image | torch.Tensor) -> Image.Image | torch.Tensor:
+        if isinstance(image, torch.Tensor):  # S2V's pose frames, already the video's size
+            if tuple(image.shape[-2:]) != tuple(self.size):
+                raise NotImplementedError("the CenterCrop stand-in crops tensors of the crop's size only")
+            return image
+        (h, w), (width, height) = self.size, image.size
+        if h > height or w > width:
+            raise NotImplementedError("the CenterCrop stand-in crops; it does not pad a smaller image")
+        top, left = int(round((height - h) / 2.0)), int(round((width - w) / 2.0))
+        return image.crop((left, top, left + w, top + h))
+
+
+def official_speech2video() -> types.ModuleType:
+    """`wan.speech2video` (WanS2V), imported with its audio encoder's librosa stand-in, decord's, and
+    torchvision's `transforms` (Resize, CenterCrop and ToTensor of PIL images: what `generate`
+    calls on its reference image) and `transforms.functional`."""
+    official_s2v_audio_encoder()
+    if "wan.speech2video" not in sys.modules:
+        torchvision = types.ModuleType("torchvision")
+        transforms = types.ModuleType("torchvision.transforms")
+        functional = types.ModuleType("torchvision.transforms.functional")
+        functional.to_tensor = _image_to_tensor
+        transforms.functional, transforms.Resize, transforms.CenterCrop = functional, _Resize, _CenterCrop
+        transforms.ToTensor = lambda: _image_to_tensor
+        torchvision.transforms = transforms
+        with _stand_ins("torchvision", (torchvision, transforms, functional)), _decord_stand_in():
+            importlib.import_module("wan.speech2video")
+    return sys.modules["wan.speech2video"]
 
 
 def official_wan() -> types.ModuleType:

@@ -1,8 +1,9 @@
-"""A denoiser whose segments start from the noise the reference Animate pipelines draw.
+"""A denoiser whose segments start from the noise the reference pipelines draw.
 
 diffusers' WanAnimatePipeline and the official `WanAnimate.generate` draw each segment's
 noise from one torch generator, in turn; wanjax draws segment k's from seed + k. Tests wrap
-the real denoiser in `NoiseInTurn` so that seed + k gives the generator's k-th draw.
+the real denoiser in `NoiseInTurn` so that seed + k gives the generator's k-th draw. The official
+`WanS2V.generate` draws clip k's from a generator seeded with seed + k: `NoiseOfSeed`.
 """
 
 from __future__ import annotations
@@ -34,6 +35,17 @@ class NoiseInTurn:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._denoiser, name)
+
+
+class NoiseOfSeed(NoiseInTurn):
+    """The real denoiser, but its noise for a seed is `torch.randn(latent_shape)` ([C, F, H, W])
+    from a generator seeded with it (for seeds seed .. seed + segments - 1)."""
+
+    def __init__(self, denoiser: Any, seed: int, latent_shape: tuple[int, ...], segments: int) -> None:
+        super().__init__(denoiser, seed, latent_shape, 0)
+        for k in range(segments):
+            draw = torch.randn(latent_shape, generator=torch.Generator().manual_seed(seed + k)).numpy()
+            self._noise[seed + k] = draw.transpose(1, 2, 3, 0)[None]
 
 
 class _Recorded:

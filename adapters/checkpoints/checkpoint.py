@@ -74,6 +74,10 @@ class Checkpoint(DescribedModel, Protocol):
         """None for a model without a CLIP image encoder."""
         ...
 
+    def speech_encoder_folder(self) -> Path | None:
+        """The speech encoder's transformers folder; None for a model that reads no speech (all but S2V)."""
+        ...
+
     def verify(self) -> None:
         """Every config and weight-file header checked, no tensor read: bad files fail here."""
         ...

@@ -107,6 +107,9 @@ class DiffusersCheckpoint:
     def text_encoder_files(self) -> EncoderFiles:
         return EncoderFiles(self.replaced.get("text_encoder") or self.folder("text_encoder"), self.folder("tokenizer"))
 
+    def speech_encoder_folder(self) -> Path | None:
+        return None  # diffusers has no speech-driven Wan pipeline
+
     def image_encoder_files(self) -> EncoderFiles | None:
         """The folder's `image_encoder/` (or `image_encoder_file`) with its `image_processor/`."""
         weights = self.replaced.get("image_encoder")

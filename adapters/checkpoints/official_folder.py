@@ -1,12 +1,14 @@
 """An official-format Wan checkpoint folder: the Wan-AI repos without "-Diffusers".
 
-    config.json + diffusion_pytorch_model*.safetensors    the transformer (WanModel; Wan 2.2 Animate's WanAnimateModel),
+    config.json + diffusion_pytorch_model*.safetensors    the transformer (WanModel; Wan 2.2 Animate's WanAnimateModel,
+                                                          Wan 2.2 S2V's WanModel_S2V),
                                                           original names; Wan 2.2 A14B: in high_noise_model/ and
                                                           low_noise_model/
     Wan2.1_VAE.pth or Wan2.2_VAE.pth                      the VAE, original names
     models_t5_umt5-xxl-enc-bf16.pth + google/umt5-xxl/    the T5 encoder's state dict and its tokenizer
     models_clip_open-clip-xlm-roberta-large-vit-huge-14.pth   Wan 2.1 I2V, Wan 2.2 Animate: open-clip, its vision
                                                           tower is read
+    wav2vec2-large-xlsr-53-english/                       Wan 2.2 S2V: the speech encoder (a transformers folder)
 
 File names and the Wan 2.2 A14B expert boundaries are those of the official `wan/configs`.
 WanModel's config.json leaves out the arguments it ignores (`patch_size`, `text_dim`,
@@ -14,7 +16,8 @@ WanModel's config.json leaves out the arguments it ignores (`patch_size`, `text_
 also reads CLIP image tokens (Wan 2.1 I2V: an `img_emb`), are read from the tensor shapes.
 WanAnimateModel's config has no `model_type` (it is "animate" here) and says nothing of its
 motion and face encoders: their sizes come from the shapes too (`original_animate.py`).
-The VAE's architecture is read from its shapes too (`original_vae.py`).
+The VAE's architecture is read from its shapes too (`original_vae.py`). WanModel_S2V's config
+holds its S2V keys (`S2VSpec`); its own tensors keep their official names.
 """
 
 from __future__ import annotations
@@ -43,11 +46,14 @@ from wanjax.adapters.checkpoints.weights import Weights
 from wanjax.domain.architectures import ARCHITECTURES, without_diffusers_suffix
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
+from wanjax.domain.s2v_spec import S2VSpec
 from wanjax.domain.specs import TransformerSpec, VaeSpec
 
 TRANSFORMER_CLASS = "WanModel"
 EXPERT_FOLDERS = {"transformer": "high_noise_model", "transformer_2": "low_noise_model"}  # Wan 2.2 A14B
-MODEL_TYPES = ("t2v", "i2v", "ti2v", "animate")
+MODEL_TYPES = ("t2v", "i2v", "ti2v", "animate", "s2v")
+S2V_CLASS = "WanModel_S2V"
+SPEECH_ENCODER_FOLDER = "wav2vec2-large-xlsr-53-english"  # wan/configs/wan_s2v_14B.py: wav2vec
 VAE_FILES = {16: "Wan2.1_VAE.pth", 48: "Wan2.2_VAE.pth"}  # by the transformer's latent channels (out_dim)
 T5_FILE = "models_t5_umt5-xxl-enc-bf16.pth"
 TOKENIZER_FOLDER = "google/umt5-xxl"
@@ -59,6 +65,7 @@ WAN_MODEL_DEFAULTS = dict(
 ANIMATE_MODEL_DEFAULTS = dict(
     WAN_MODEL_DEFAULTS, in_dim=36, dim=5120, ffn_dim=13824, num_heads=40, num_layers=40, model_type="animate"
 )  # WanAnimateModel.__init__'s
+S2V_MODEL_DEFAULTS = dict(WAN_MODEL_DEFAULTS, model_type="s2v")  # WanModel_S2V.__init__'s base keys
 ROPE_POSITIONS = 1024  # WanModel's rope_params(1024, ...)
 
 
@@ -130,6 +137,13 @@ class OfficialCheckpoint:
         weights = self.replaced.get("text_encoder") or self._own_files["text_encoder"]
         return EncoderFiles(weights, self.root / TOKENIZER_FOLDER)
 
+    def speech_encoder_folder(self) -> Path | None:
+        """Wan 2.2 S2V's wav2vec2 folder; None for a model that reads no speech."""
+        if not self.transformer_spec.is_s2v:
+            return None
+        _require(self.root, SPEECH_ENCODER_FOLDER)
+        return self.root / SPEECH_ENCODER_FOLDER
+
     def image_encoder_files(self) -> EncoderFiles | None:
         return EncoderFiles(self._clip_file(), None) if self.transformer_spec.uses_image_embeddings else None
 
@@ -150,10 +164,10 @@ class OfficialCheckpoint:
     def _transformer_config(self, expert: str) -> dict[str, Any]:
         path = self.folder(expert) / "config.json"
         config = read_json(path, what="an official Wan transformer folder")
-        if config.get("_class_name") not in (TRANSFORMER_CLASS, ANIMATE_CLASS):
+        if config.get("_class_name") not in (TRANSFORMER_CLASS, ANIMATE_CLASS, S2V_CLASS):
             raise UnsupportedModelError(
                 f"{path}: _class_name {config.get('_class_name')!r}; an official Wan transformer is a "
-                f"{TRANSFORMER_CLASS} (Wan 2.2 Animate: a {ANIMATE_CLASS})"
+                f"{TRANSFORMER_CLASS} (Wan 2.2 Animate: a {ANIMATE_CLASS}, Wan 2.2 S2V: a {S2V_CLASS})"
             )
         return config
 
@@ -198,12 +212,15 @@ def transformer_spec_of(config: Mapping[str, Any], tensors: Mapping[str, np.ndar
             pos_embed_seq_len=positions[1] if positions else None,
         )  # fmt: skip
     )
-    return attrs.evolve(spec, animate=animate)
+    s2v = S2VSpec.from_config(values) if values.get("model_type") == "s2v" else None
+    return attrs.evolve(spec, animate=animate, s2v=s2v)
 
 
 def _defaults(config: Mapping[str, Any]) -> dict[str, Any]:
     """A transformer config.json with its class's defaults for the keys it leaves out."""
-    defaults = ANIMATE_MODEL_DEFAULTS if config.get("_class_name") == ANIMATE_CLASS else WAN_MODEL_DEFAULTS
+    defaults = {ANIMATE_CLASS: ANIMATE_MODEL_DEFAULTS, S2V_CLASS: S2V_MODEL_DEFAULTS}.get(
+        config.get("_class_name"), WAN_MODEL_DEFAULTS
+    )
     return {**defaults, **config}
 
 

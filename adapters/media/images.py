@@ -79,6 +79,26 @@ def _opened(source: Path | BinaryIO, what: str, formats: tuple[str, ...] | None,
         raise InvalidRequestError(f"{what} is not a readable {kinds} image ({reason})") from None
 
 
+def covered(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
+    """uint8 [height, width, 3]: the short side resized to min(height, width) with PIL's bilinear
+    filter, then the centre cropped (black where the resized image is smaller), as torchvision's
+    Resize(min(height, width)) then CenterCrop((height, width)) fit an image (the official Wan S2V)."""
+    from PIL import Image
+
+    image = Image.fromarray(pixels)
+    w, h = image.size
+    short = min(height, width)
+    long = int(short * max(w, h) / min(w, h))
+    image = image.resize((short, long) if w <= h else (long, short), resample=Image.Resampling.BILINEAR)
+    resized = np.asarray(image)
+    rh, rw = resized.shape[:2]
+    pad_h, pad_w = max(0, height - rh), max(0, width - rw)
+    resized = np.pad(resized, ((pad_h // 2, (pad_h + 1) // 2), (pad_w // 2, (pad_w + 1) // 2), (0, 0)))
+    rh, rw = resized.shape[:2]
+    top, left = int(round((rh - height) / 2.0)), int(round((rw - width) / 2.0))
+    return np.ascontiguousarray(resized[top : top + height, left : left + width])
+
+
 def fit_image(pixels: np.ndarray, height: int, width: int) -> np.ndarray:
     """[height, width, 3] float32 in [-1, 1]: stretched with Lanczos, as diffusers' VideoProcessor does."""
     from PIL import Image

@@ -53,6 +53,8 @@ class ModelExtension:
       hints), so the blocks run whole, never a range of them (DBCache's three ranges).
     cut: (spec, n) -> the spec fields of its own that change when the model keeps its first n base
       blocks (`wanjax bench --layers`; VACE keeps the hints of those blocks); none by default.
+    appended_tokens: (spec, (H', W') latent rows and columns) -> the tokens it appends after each
+      row's video tokens at most (S2V's reference and motion tokens), for the memory plan; none by default.
     """
 
     name: str
@@ -61,6 +63,7 @@ class ModelExtension:
     cost: Callable[[TransformerSpec], ExtensionCost]
     cut: Callable[[TransformerSpec, int], Mapping[str, Any]] = lambda spec, layers: {}
     whole_blocks_only: bool = False
+    appended_tokens: Callable[[TransformerSpec, tuple[int, int]], int] = lambda spec, size: 0
 
     def given(self, **arrays: Any) -> dict[str, dict[str, Any]]:
         """`Conditioning.extensions` holding these inputs of this extension (None ones left out)."""

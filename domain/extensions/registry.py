@@ -6,10 +6,13 @@ from wanjax.domain.extensions.animate import ANIMATE_EXTENSION
 from wanjax.domain.extensions.base import ModelExtension
 from wanjax.domain.extensions.fps import FPS_EXTENSION
 from wanjax.domain.extensions.image import IMAGE_EXTENSION
+from wanjax.domain.extensions.s2v import S2V_EXTENSION
 from wanjax.domain.extensions.vace import VACE_EXTENSION
 from wanjax.domain.specs import TransformerSpec
 
-MODEL_EXTENSIONS: tuple[ModelExtension, ...] = (IMAGE_EXTENSION, VACE_EXTENSION, ANIMATE_EXTENSION, FPS_EXTENSION)
+MODEL_EXTENSIONS: tuple[ModelExtension, ...] = (
+    IMAGE_EXTENSION, VACE_EXTENSION, ANIMATE_EXTENSION, FPS_EXTENSION, S2V_EXTENSION,
+)  # fmt: skip
 
 
 def extensions_of(spec: TransformerSpec) -> tuple[ModelExtension, ...]:

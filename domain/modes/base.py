@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from wanjax.domain.caching.report import CacheRunReport
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.plan import SamplingPlan
-    from wanjax.domain.ports import Denoised, Denoiser, ImageEncoder, VideoAutoencoder
+    from wanjax.domain.ports import Denoised, Denoiser, ImageEncoder, SpeechEncoder, VideoAutoencoder
     from wanjax.domain.requests import GenerationRequest
 
 
@@ -70,6 +70,7 @@ class LoadedParts(Protocol):
     denoiser: Denoiser
     autoencoder: VideoAutoencoder
     image_encoder: ImageEncoder | None
+    speech_encoder: SpeechEncoder | None
 
 
 @attrs.frozen(kw_only=True)
@@ -92,7 +93,9 @@ class ModeRun:
       fit), for an input whose size only the model knows;
     letterbox(image, height, width, reference): an RGB uint8 image [h, w, 3] on a black canvas
       [height, width, 3], fitted (aspect kept) and placed as `reference` ("official" or "diffusers")
-      places Wan Animate's character."""
+      places Wan Animate's character;
+    cover(image, height, width): an RGB uint8 image [h, w, 3] at [height, width, 3], its short side
+      resized (bilinear) and its centre cropped, as the official Wan S2V fits its reference image."""
 
     requests: Sequence[GenerationRequest]
     request: GenerationRequest
@@ -106,6 +109,7 @@ class ModeRun:
     emit: Callable[[np.ndarray], None]
     stretch: Callable[[np.ndarray, int, int], np.ndarray]
     letterbox: Callable[[np.ndarray, int, int, str], np.ndarray]
+    cover: Callable[[np.ndarray, int, int], np.ndarray]
     span: Callable[[str], Any]
     """A timing span by name (`with run.span("conditioning"): ...`)."""
 
@@ -243,6 +247,12 @@ def refuse(field: InputField, fix: str, **inputs: InputField) -> None:
     """An InputRefusal about the request's input `field`: `fix` may name other `inputs` as `{key}`
     (and this one as `{given}`), each named as the entrypoint that asked calls it."""
     raise InputRefusal("{given}: " + fix, given=field, **inputs)
+
+
+def unit_pixels(frames: np.ndarray) -> np.ndarray:
+    """uint8 pixels -> float32 in [-1, 1], as diffusers' VideoProcessor and the official code's
+    ToTensor() * 2 - 1 normalise them."""
+    return frames.astype(np.float32) / 255.0 * 2.0 - 1.0
 
 
 def array_namespace(array: Any) -> Any:

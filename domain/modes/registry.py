@@ -20,6 +20,7 @@ from wanjax.domain.modes.base import GenerationMode, ModelTraits
 from wanjax.domain.modes.diffusion_forcing.mode import DIFFUSION_FORCING
 from wanjax.domain.modes.first_last_frame import FIRST_LAST_FRAME
 from wanjax.domain.modes.image_to_video import IMAGE_TO_VIDEO
+from wanjax.domain.modes.s2v.mode import SPEECH_TO_VIDEO
 from wanjax.domain.modes.text_to_video import TEXT_TO_VIDEO
 from wanjax.domain.modes.vace import VACE
 from wanjax.domain.modes.video_to_video import VIDEO_TO_VIDEO
@@ -27,6 +28,7 @@ from wanjax.domain.numbers import shown
 from wanjax.domain.requests import GenerationRequest
 
 MODES: tuple[GenerationMode, ...] = (
+    SPEECH_TO_VIDEO,
     ANIMATE,
     VACE,
     VIDEO_TO_VIDEO,

@@ -100,6 +100,14 @@ WindowConditioning = Callable[[Window, Any], Conditioning]
 the decode left them; None for the first) -> the window's conditioning."""
 
 
+def segment_noise(run: ModeRun, index: int) -> Any:
+    """Segment `index`'s starting noise: the run's for the first, else the noise of seed + index
+    (as Animate's and S2V's official loops draw it)."""
+    if index == 0:
+        return run.noise
+    return run.parts.denoiser.noise(run.request.seed + index, tuple(run.noise.shape))
+
+
 def generate_in_segments(
     run: ModeRun,
     segments: Segments,
@@ -115,9 +123,7 @@ def generate_in_segments(
     latents: list[Any] = []
     previous, denoised, emitted = None, None, 0
     for window in segments.windows():
-        noise = run.noise
-        if window.index:
-            noise = run.parts.denoiser.noise(run.request.seed + window.index, tuple(run.noise.shape))
+        noise = segment_noise(run, window.index)
         with run.span("conditioning"):
             given = conditioning(window, previous)
         denoised = run.denoise(noise, given, part=(window.index, segments.count))

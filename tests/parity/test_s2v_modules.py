@@ -3,8 +3,8 @@ random `WanModel_S2V`: the audio encoder after wav2vec2 (`CausalAudioEncoder`, a
 clip's tokens), the audio injectors (`after_transformer_block`, including which block runs which
 injector), the frame-pack motioner's tokens and RoPE (`FramePackMotioner`, both drop modes and
 every `add_last_motion`), the RoPE of a whole clip's tokens (`forward`'s `pre_compute_freqs`), the
-pose encoder and the token-kind vectors; and the whole forward pass, as our base transformer plus
-the branch. The weights go into our branch under their official names. Tolerance: max|ours - official| <= 1e-5 * max|official| in fp32.
+pose encoder and the token-kind vectors; and the whole forward pass, as our transformer with the
+S2V extension (both block layouts). The weights go in under their official names. Tolerance: max|ours - official| <= 1e-5 * max|official| in fp32.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from official_wan import official_s2v
 from transformer_models import assert_close
 
 from wanjax.adapters.checkpoints.original_names import diffusers_named
-from wanjax.adapters.jax.transformer.model import TimeEmbedding, WanTransformer
+from wanjax.adapters.jax.transformer.model import WanTransformer
 from wanjax.adapters.jax.transformer.rope import position_tables
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
 from wanjax.adapters.jax.transformer.s2v.audio_encoder import AudioTokens
@@ -32,9 +32,7 @@ from wanjax.adapters.jax.transformer.s2v.audio_injector import injector_slots
 from wanjax.adapters.jax.transformer.s2v.branch import S2VBranch
 from wanjax.adapters.jax.transformer.s2v.positions import reference_positions, video_positions
 from wanjax.adapters.jax.transformer.s2v.weight_names import s2v_slots
-from wanjax.adapters.jax.transformer.stacking import layer
 from wanjax.adapters.jax.transformer.weights import export_transformer_weights, load_transformer
-from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.s2v_spec import AUDIO_LAYERS, S2VSpec, s2v_parameters
 from wanjax.domain.specs import TransformerSpec
 
@@ -140,11 +138,6 @@ def inject(injector, x, audio, video_tokens):
     return injector(x, audio, video_tokens)
 
 
-@nnx.jit
-def run_block(block, x, kv, temb6, rope):
-    return block(x, kv, temb6, rope, AttentionCall(kind=SELF))  # video, reference and motion tokens: no one grid
-
-
 def test_every_official_s2v_tensor_has_a_place_and_keeps_its_name(models):
     s2v, model, _ = models
     tensors = s2v_tensors(model)
@@ -197,6 +190,8 @@ def test_the_rope_of_a_whole_clip_matches_forward(models, clip):
         [video_positions(grid), reference_positions(grid), ours.frame_packer.positions(h, w)]
     )
     tables = position_tables(HEAD_DIM, positions)
+    with torch.no_grad():
+        model(**clip)  # with motion tokens, whatever pass ran last
     freqs = model.pre_compute_freqs[0, :, 0].numpy()  # [S, H/2] complex
     assert freqs.shape[0] == len(positions)
     np.testing.assert_allclose(tables.cos, freqs.real, atol=1e-6)
@@ -236,52 +231,44 @@ def test_pose_tokens_and_token_kind_vectors(models, clip):
     assert_close(np.asarray(ours.kind_vectors(2, 1, 3)), kinds, RELATIVE_TOLERANCE)
 
 
-@pytest.fixture(scope="module")
-def base_model(models) -> WanTransformer:
-    """Our base transformer holding the official model's base tensors (built once per variant)."""
-    _, official, _ = models
-    base = export_transformer_weights(WanTransformer(SPEC, RUNTIME, rngs=nnx.Rngs(0)))
-    renamed = diffusers_named({k: v.numpy() for k, v in official.state_dict().items() if k.startswith(BASE_MODULES)})
-    assert set(renamed) == set(base)  # the official base tensors are a whole Wan transformer's
-    return load_transformer(SPEC, RUNTIME, renamed)
+@pytest.fixture(scope="module", params=[False, True], ids=["listed", "scanned"])
+def s2v_model(request, models) -> WanTransformer:
+    """Our transformer with the S2V extension, holding every official tensor (its base's renamed to
+    diffusers' names, the S2V ones under their own), in both block layouts."""
+    s2v, official, _ = models
+    spec = attrs.evolve(SPEC, s2v=s2v)
+    runtime = attrs.evolve(RUNTIME, scan_layers=request.param)
+    renamed = diffusers_named({k: v.numpy() for k, v in official.state_dict().items()})
+    assert set(renamed) == set(export_transformer_weights(WanTransformer(spec, runtime, rngs=nnx.Rngs(0))))
+    return load_transformer(spec, runtime, renamed)
 
 
 @pytest.mark.parametrize("first_clip", [False, True], ids=["with-motion", "first-clip"])
-def test_the_official_forward_is_the_base_model_with_the_s2v_branch(models, base_model, clip, first_clip):
-    """The recipe the extension will follow (docs/s2v.md), composed from public pieces: the video
-    tokens plus the pose tokens, then the reference's and the motion tokens, each kind's vector,
-    RoPE from their positions, timestep t over the video tokens and 0 over the rest (per-token
-    timesteps, as Wan 2.2 TI2V's), the audio injectors after their blocks, the head over the
-    video tokens. `first_clip`: `drop_motion_frames`, no motion tokens (the release's clip 0)."""
-    s2v, official, ours = models
-    model = base_model
+def test_the_official_forward_is_our_transformer_with_the_s2v_extension(models, s2v_model, clip, first_clip):
+    """`WanModel_S2V.forward` is our transformer's forward with the S2V extension's inputs: the
+    video tokens plus the pose tokens, the reference and motion tokens appended with their own
+    RoPE positions at timestep 0, each kind's vector, the audio injectors after their blocks, the
+    head over the video tokens. `first_clip`: `drop_motion_frames`, no motion tokens (the
+    release's clip 0). Both block layouts: the scanned one picks the injector by a traced slot."""
+    _, official, _ = models
     with torch.no_grad():
         expected = official(**clip, drop_motion_frames=first_clip)[0].numpy()  # [C, F, H, W]
 
-    def channels_last(t: torch.Tensor) -> jax.Array:  # [C, F, H, W] -> [1, F, H, W, C]
-        return jnp.asarray(t.numpy().transpose(1, 2, 3, 0)[None])
+    def channels_last(t: torch.Tensor) -> np.ndarray:  # [C, F, H, W] -> [1, F, H, W, C]
+        return t.numpy().transpose(1, 2, 3, 0)[None]
 
-    latents, (_, f, h, w) = channels_last(clip["x"][0]), clip["x"][0].shape
-    grid = (f, h // 2, w // 2)
-    video = model.patch_embedding(latents) + ours.cond_encoder(channels_last(clip["cond_states"][0]))
-    reference = model.patch_embedding(channels_last(clip["ref_latents"][0]))
-    parts = [video.reshape(1, -1, SPEC.inner_dim), reference.reshape(1, -1, SPEC.inner_dim)]
-    positions = [video_positions(grid), reference_positions(grid)]
+    inputs = dict(
+        audio=features(clip["audio_input"]), pose=channels_last(clip["cond_states"][0]),
+        reference=channels_last(clip["ref_latents"][0]),
+    )  # fmt: skip
     if not first_clip:
-        parts.append(ours.frame_packer(channels_last(clip["motion_latents"][0])))
-        positions.append(ours.frame_packer.positions(h, w))
-    x = jnp.concatenate(parts, axis=1)
-    tokens, total = parts[0].shape[1], x.shape[1]
-    x = x + ours.kind_vectors(tokens, parts[1].shape[1], total - tokens - parts[1].shape[1])[None]
-    rope = position_tables(HEAD_DIM, np.concatenate(positions))
-    timestep = jnp.concatenate([jnp.full((1, tokens), float(clip["t"][0])), jnp.zeros((1, total - tokens))], axis=1)
-    time = TimeEmbedding(*model.condition_embedder.time(timestep))
+        inputs["motion"] = channels_last(clip["motion_latents"][0])
     context = np.pad(clip["context"][0].numpy(), ((0, 512 - 5), (0, 0)))[None]  # text_len 512, zeros after
-    cache = model.cross_attention_kv(jnp.asarray(context), None)
-    audio = clip_tokens(ours.casual_audio_encoder, features(clip["audio_input"]))
-    for i, (block, slot) in enumerate(zip(model.blocks, injector_slots(SPEC, s2v))):
-        x = run_block(block, x, layer(cache, i), time.temb6, rope)
-        x = x if slot < 0 else inject(ours.audio_injector[int(slot)], x, audio, tokens)
-    video_time = TimeEmbedding(time.temb[:, :tokens], time.temb6[:, :tokens])
-    out = np.asarray(model.head(x[:, :tokens], video_time, grid))[0].transpose(3, 0, 1, 2)
-    assert_close(out, expected, RELATIVE_TOLERANCE)
+    out = forward(s2v_model, jnp.asarray(channels_last(clip["x"][0])), jnp.asarray(clip["t"].numpy()),
+                  jnp.asarray(context), {"s2v": {k: jnp.asarray(v) for k, v in inputs.items()}})  # fmt: skip
+    assert_close(np.asarray(out)[0].transpose(3, 0, 1, 2), expected, RELATIVE_TOLERANCE)
+
+
+@nnx.jit
+def forward(model, latents, timestep, context, extensions):
+    return model(latents, timestep, context, extensions=extensions)

@@ -102,7 +102,7 @@ def test_cache_conflicts_are_config_errors():
 
 
 UNCALIBRATED_PRESETS = (
-    "wan2.1-flf2v-14b-720p", "wan2.2-animate-14b",
+    "wan2.1-flf2v-14b-720p", "wan2.2-animate-14b", "wan2.2-s2v-14b",
     "skyreels-v2-df-1.3b-540p", "skyreels-v2-df-14b-540p", "skyreels-v2-df-14b-720p",
 )  # fmt: skip
 """Presets of models with no published MagCache curve: magcache needs the user's own (a calibration run;

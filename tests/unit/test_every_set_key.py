@@ -101,6 +101,8 @@ ACCEPTED = {
     "strength": ("0.6", 0.6),
     "segment_frame_length": ("33", 33),
     "prev_segment_conditioning_frames": ("5", 5),
+    "infer_frames": ("48", 48),
+    "num_repeat": ("2", 2),
     "negative_prompt": ("blurry, static", "blurry, static"),
     "seed": ("42", 42),
     "fps": ("24", 24),

@@ -5,9 +5,11 @@ it reads and costs; this half says how the model runs it and how its weights loa
 
 - `build`: its module, held by the model under the extension's name (its parameters are
   `<name>/...`), whose hooks (`ExtensionModule`) the model calls: what it embeds, the K/V of its
-  own blocks, what it computes before the base blocks, its slot in each base block (scanned
-  with the blocks) and what it does after a block (none for I2V: its image K/V projections are
-  part of every block's cross-attention, and their K/V of every block's `CrossAttentionKV`);
+  own blocks, the tokens it appends after the video's (`extra_tokens`: S2V's reference and motion
+  tokens, with their own RoPE positions, dropped before the head), what it computes before the
+  base blocks, its slot in each base block (scanned with the blocks) and what it does after a
+  block (none for I2V: its image K/V projections are part of every block's cross-attention, and
+  their K/V of every block's `CrossAttentionKV`);
 - `weights`: the diffusers names of its tensors (official names arrive renamed to them,
   adapters/checkpoints/);
 - `rules`: its sharding rules, the sub-modules every device keeps whole, and its layer stacks
@@ -20,7 +22,7 @@ line in `extensions.EXTENSIONS` (and its domain half's in domain/extensions/regi
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import attrs
 import jax
@@ -35,6 +37,17 @@ from wanjax.adapters.jax.transformer.weight_names import Slot
 from wanjax.domain.attention_call import AttentionCall
 from wanjax.domain.extensions.base import ModelExtension
 from wanjax.domain.specs import TransformerSpec
+
+
+class ExtraTokens(NamedTuple):
+    """Tokens an extension appends after the video tokens: tokens [B, E, D] (activation dtype),
+    their RoPE tables [E, H/2] (`rope.position_tables` of their own positions), and whether the
+    blocks modulate them by timestep 0 (S2V's `zero_timestep`) instead of the step's. The blocks
+    attend over them like the video tokens; the head reads the video tokens only."""
+
+    tokens: jax.Array
+    rope: RopeTables
+    at_time_zero: bool
 
 
 class ExtensionModule(Protocol):
@@ -57,6 +70,12 @@ class ExtensionModule(Protocol):
 
     def modulation(self, temb6: jax.Array, prepared: Any) -> jax.Array:
         """The blocks' modulation temb6 [B, T, 6, D] as they read it (SkyReels-V2 adds its fps embedding)."""
+        ...
+
+    def extra_tokens(self, prepared: Any, patch_embed: Callable[[jax.Array], jax.Array]) -> ExtraTokens | None:
+        """The tokens it appends after the video tokens (see `ExtraTokens`); None: it appends none.
+        `patch_embed`: the model's own patch embedding (latents [B, F, H, W, C_in] -> [B, F', H', W', D]),
+        for tokens of latents like the video's (S2V's reference image)."""
         ...
 
     def before_blocks(
@@ -95,6 +114,9 @@ class NoExtensionHooks:
 
     def modulation(self, temb6: jax.Array, prepared: Any) -> jax.Array:
         return temb6
+
+    def extra_tokens(self, prepared: Any, patch_embed: Callable[[jax.Array], jax.Array]) -> ExtraTokens | None:
+        return None
 
     def before_blocks(
         self,

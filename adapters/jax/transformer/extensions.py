@@ -7,6 +7,7 @@ from wanjax.adapters.jax.transformer.animate.extension import ANIMATE_TRANSFORME
 from wanjax.adapters.jax.transformer.extension import TransformerExtension
 from wanjax.adapters.jax.transformer.fps.extension import FPS_TRANSFORMER_EXTENSION
 from wanjax.adapters.jax.transformer.image.extension import IMAGE_TRANSFORMER_EXTENSION
+from wanjax.adapters.jax.transformer.s2v.extension import S2V_TRANSFORMER_EXTENSION
 from wanjax.adapters.jax.transformer.vace.extension import VACE_TRANSFORMER_EXTENSION
 from wanjax.domain.specs import TransformerSpec
 
@@ -15,6 +16,7 @@ EXTENSIONS: tuple[TransformerExtension, ...] = (
     VACE_TRANSFORMER_EXTENSION,
     ANIMATE_TRANSFORMER_EXTENSION,
     FPS_TRANSFORMER_EXTENSION,
+    S2V_TRANSFORMER_EXTENSION,
 )
 
 

@@ -12,7 +12,9 @@ extensions.py), held under its name: a VACE spec (diffusers' WanVACETransformer3
 `vace` (`vace/`: control latents in, one hint added after each of the base blocks `vace_layers`
 names), an Animate spec (diffusers' WanAnimateTransformer3DModel) has `animate` (`animate/`: pose
 tokens added to the video tokens, a face adapter after every `inject_face_latents_blocks`-th
-base block). The model calls their hooks; it names none of them.
+base block), an S2V spec (the official WanModel_S2V) has `s2v` (`s2v/`: pose tokens added,
+reference and motion tokens appended with their own RoPE positions, audio injectors after the
+blocks `audio_inject_layers` names). The model calls their hooks; it names none of them.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from wanjax.adapters.jax.sharding.activations import ActivationSharding, constra
 from wanjax.adapters.jax.sharding.rules import TRANSFORMER_RULES, ParameterRules
 from wanjax.adapters.jax.transformer.blocks import CrossAttentionKV, WanBlock, fp32_layer_norm
 from wanjax.adapters.jax.transformer.embeddings import ConditionEmbedder, PatchEmbed
-from wanjax.adapters.jax.transformer.extension import ExtensionModule
+from wanjax.adapters.jax.transformer.extension import ExtensionModule, ExtraTokens
 from wanjax.adapters.jax.transformer.extensions import transformer_extensions
 from wanjax.adapters.jax.transformer.layer_range import at_layer, layers_of, scan_layer_range
 from wanjax.adapters.jax.transformer.offload import scan_streamed
@@ -214,17 +216,37 @@ class WanTransformer(nnx.Module):
         prepared = self._prepared(prepared)
         for name, module in self.extension_modules():
             x = module.embed(x, prepared[name])
+        extras = self._extra_tokens(prepared)
+        if extras:  # [video | each extension's extra tokens], one timestep per token
+            timestep = _extra_timesteps(timestep, x.shape[1], extras)
+            x = jnp.concatenate([x, *(extra.tokens.astype(x.dtype) for extra in extras)], axis=1)
         x = self._pin_tokens(x)
         temb, temb6 = self.condition_embedder.time(timestep)
         for name, module in self.extension_modules():
             temb6 = module.modulation(temb6, prepared[name])
         return x, TimeEmbedding(temb, temb6)
 
+    def _extra_tokens(self, prepared: Mapping[str, Any]) -> list[ExtraTokens]:
+        """The tokens the extensions append after the video tokens, in the registry's order."""
+        modules = self.extension_modules()
+        extras = (module.extra_tokens(prepared[name], self.patch_embedding) for name, module in modules)
+        return [extra for extra in extras if extra is not None]
+
+    def _with_extra_rope(self, rope: RopeTables, prepared: Mapping[str, Any]) -> RopeTables:
+        """The video tokens' RoPE tables followed by the extensions' extra tokens' (as `embed` orders them)."""
+        extras = self._extra_tokens(prepared)
+        if not extras:
+            return rope
+        tables = [rope, *(extra.rope for extra in extras)]
+        return RopeTables(*(jnp.concatenate([jnp.asarray(t[i]) for t in tables]) for i in range(len(rope))))
+
     def head(self, x: jax.Array, time: TimeEmbedding, grid: tuple[int, int, int]) -> jax.Array:
         """The stage after the blocks: x [B, S, D] -> velocity [B, F, H, W, C_out] float32,
         `grid` the (F', H', W') token grid (`token_grid`)."""
-        x = self._pin_tokens(x)
-        modulation = self.scale_shift_table[...][None] + time.temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
+        video = math.prod(grid)  # the tokens extensions append (`extra_tokens`) have no output
+        x = self._pin_tokens(x[:, :video])
+        temb = time.temb if time.temb.shape[1] == 1 else time.temb[:, :video]
+        modulation = self.scale_shift_table[...][None] + temb[:, :, None, :].astype(jnp.float32)  # [B, T, 2, D]
         shift, scale = jnp.unstack(modulation, axis=2)  # [B, T, D] each
         x = (self.norm_out(x) * (1 + scale) + shift).astype(self.dtype)
         x = self.proj_out(x)  # [B, S, pt * ph * pw * C_out]
@@ -291,6 +313,7 @@ class WanTransformer(nnx.Module):
         start, stop = layers_of(layers, self.spec.num_layers)
         whole = (start, stop) == (0, self.spec.num_layers)
         prepared, modules = self._prepared(prepared), self.extension_modules()
+        rope = self._with_extra_rope(rope, prepared)
         whole_only = [name for name in self.extension_names if model_extension(name).whole_blocks_only]
         if not whole and whole_only:
             raise ValueError(f"this transformer runs its blocks whole ({', '.join(whole_only)}): no range of them alone")
@@ -320,6 +343,17 @@ class WanTransformer(nnx.Module):
         x = x.reshape(x.shape[0], f, h, w, pt, ph, pw, -1)
         x = x.transpose(0, 1, 4, 2, 5, 3, 6, 7)  # [B, F', pt, H', ph, W', pw, C]
         return x.reshape(x.shape[0], f * pt, h * ph, w * pw, -1)
+
+
+def _extra_timesteps(timestep: jax.Array, video_tokens: int, extras: list[ExtraTokens]) -> jax.Array:
+    """timestep [B] or [B, S] -> [B, S + E]: the step's over the video tokens, then each extension's
+    extra tokens at 0 (`at_time_zero`) or at the step's (a per-sample timestep; per token: its first)."""
+    per_sample = timestep if timestep.ndim == 1 else timestep[:, 0]
+    parts = [jnp.broadcast_to(timestep[:, None] if timestep.ndim == 1 else timestep, (timestep.shape[0], video_tokens))]
+    for extra in extras:
+        at = jnp.zeros_like(per_sample) if extra.at_time_zero else per_sample
+        parts.append(jnp.broadcast_to(at[:, None], (timestep.shape[0], extra.tokens.shape[1])))
+    return jnp.concatenate(parts, axis=1)
 
 
 def _pinned_tokens(sharding: ActivationSharding, x: jax.Array) -> jax.Array:

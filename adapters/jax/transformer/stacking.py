@@ -1,7 +1,8 @@
 """A stack of identical transformer blocks in either layout: scanned (one module whose
 parameters have a leading "layers" axis [L, ...], run with `nnx.scan`) or a Python list of
-blocks; and what both layouts compute per block outside the residual stream (the
-cross-attention K/V of each block, stacked [L, ...]: the KV cache)."""
+blocks; what both layouts compute per block outside the residual stream (the
+cross-attention K/V of each block, stacked [L, ...]: the KV cache); and an extension's stack
+member run by slot after a base block (`with_slot`: Animate's face adapters, S2V's audio injectors)."""
 
 from __future__ import annotations
 
@@ -75,3 +76,18 @@ def stacked_key_values(
 def layer(stacked: CrossAttentionKV, index: int) -> CrossAttentionKV:
     """One block's K/V out of the stacked [layers, ...] cache."""
     return jax.tree.map(lambda a: a[index], stacked)
+
+
+def with_slot(
+    x: jax.Array, stack: nnx.Module, slot: jax.Array | int, apply: Callable[[nnx.Module, jax.Array], jax.Array]
+) -> jax.Array:
+    """`apply(member, x)` for member `slot` of `stack` (stacked [K, ...] or a list), or x itself
+    where slot < 0; `slot` a traced (inside the scanned blocks: picked by index) or Python int."""
+    if isinstance(stack, nnx.List):
+        return x if slot < 0 else apply(stack[slot], x)
+    graphdef, state = nnx.split(stack)
+
+    def applied() -> jax.Array:
+        return apply(nnx.merge(graphdef, jax.tree.map(lambda a: a[jnp.maximum(slot, 0)], state)), x)
+
+    return jax.lax.cond(slot >= 0, applied, lambda: x)

@@ -47,6 +47,7 @@ from wanjax.domain.modes.base import (
     ModeRun,
     ReceivedShapes,
     array_namespace,
+    unit_pixels,
 )
 from wanjax.domain.modes.segments import Segments, Window, generate_in_segments, window_of
 
@@ -54,11 +55,6 @@ if TYPE_CHECKING:
     from wanjax.domain.latents import LatentGeometry
     from wanjax.domain.requests import GenerationRequest
 
-
-
-def unit_pixels(frames: np.ndarray) -> np.ndarray:
-    """uint8 frames -> float32 in [-1, 1], as diffusers' VideoProcessor normalises them."""
-    return frames.astype(np.float32) / 255.0 * 2.0 - 1.0
 
 
 class Animate(GenerationMode):

@@ -23,6 +23,7 @@ from flax import nnx
 
 from wanjax.adapters.jax.transformer.blocks import fp32_layer_norm
 from wanjax.adapters.jax.transformer.runtime import TransformerRuntime
+from wanjax.adapters.jax.transformer.stacking import with_slot
 from wanjax.domain.attention_call import CROSS, AttentionCall
 from wanjax.domain.specs import TransformerSpec
 
@@ -87,12 +88,4 @@ def face_slots(spec: TransformerSpec) -> np.ndarray:
 def with_face(x: jax.Array, adapters: FaceAdapter | nnx.List, face: jax.Array, slot: jax.Array | int) -> jax.Array:
     """x [B, S, D] plus face adapter `slot`'s output, or x itself where slot < 0.
     `adapters` is the stack (stacked [A, ...] or a list); `slot` a traced or Python int."""
-    if isinstance(adapters, nnx.List):
-        return x if slot < 0 else x + adapters[slot](x, face)
-    graphdef, state = nnx.split(adapters)
-
-    def adapted() -> jax.Array:
-        one = nnx.merge(graphdef, jax.tree.map(lambda a: a[jnp.maximum(slot, 0)], state))
-        return x + one(x, face)
-
-    return jax.lax.cond(slot >= 0, adapted, lambda: x)
+    return with_slot(x, adapters, slot, lambda adapter, x: x + adapter(x, face))
