@@ -7,7 +7,8 @@ shapes (the patch embedding's width and channels, the FFN's width, the number of
 and image embedders, VACE blocks, Animate's additions); heads are not in any shape, so two published
 models that differ only there could not be told apart (none do). Wan 2.1 T2V 14B and each Wan 2.2
 A14B expert share one architecture: a lone file is the one-expert model, and a two-expert run names
-its preset and both files.
+its preset and both files. SkyReels-V2's 14B Diffusion Forcing models share it too (their causal
+blocks are in no tensor): a file is one of them when its name says so (`repo_named_by`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ def spec_signature(spec: TransformerSpec) -> Signature:
         ("out_channels", spec.out_channels * math.prod(spec.patch_size)), ("ffn_dim", spec.ffn_dim),
         ("blocks", spec.num_layers), ("text_dim", spec.text_dim), ("image_dim", spec.image_dim),
         ("image_positions", spec.pos_embed_seq_len), ("vace_blocks", len(spec.vace_layers or ())),
-        ("animate", spec.animate is not None),
+        ("animate", spec.animate is not None), ("fps_embedding", spec.inject_sample_info),
+        ("s2v", spec.s2v is not None),
     )  # fmt: skip
 
 
@@ -62,6 +64,8 @@ def file_signature(weights: Mapping[str, np.ndarray], where: object) -> Signatur
         ("blocks", len(blocks)), ("text_dim", text[1]), ("image_dim", image[0] if image else None),
         ("image_positions", positions[1] if positions else None), ("vace_blocks", len(vace)),
         ("animate", any(name.startswith(("face_adapter.", "motion_encoder.")) for name in weights)),
+        ("fps_embedding", "fps_embedding.weight" in weights),
+        ("s2v", any(name.startswith(("casual_audio_encoder.", "audio_injector.")) for name in weights)),
     )  # fmt: skip
 
 
@@ -80,5 +84,14 @@ def recognised_repo(file: Path) -> str:
             f"{file}: no published Wan model has this transformer ({shown}); pass a checkpoint folder of its "
             "architecture with --model FOLDER --set transformer_file=FILE, or add a preset for it in configs/"
         )
-    named = [repo for repo in found if any(part in file.name.lower() for part in re.findall(r"\d+p", repo.lower()))]
-    return (named or found)[0]
+    return repo_named_by(file.name.lower(), found)
+
+
+def repo_named_by(name: str, repos: list[str]) -> str:
+    """Of `repos` (one architecture), the one the file's name points to: a resolution (480p, 720p;
+    the I2V releases share one transformer) or SkyReels' name (its 14B Diffusion Forcing models
+    have Wan 2.1 T2V 14B's shapes: only `num_frame_per_block`, in no tensor, differs); else the first."""
+    skyreels = "skyreels" in name or re.search(r"(^|[^a-z])df([^a-z]|$)", name) is not None
+    family = [repo for repo in repos if ("skyreels" in repo.lower()) == skyreels] or repos
+    named = [repo for repo in family if any(part in name for part in re.findall(r"\d+p", repo.lower()))]
+    return (named or family)[0]

@@ -156,8 +156,10 @@ def mode_of_inputs(
 ) -> GenerationMode:
     """The mode that takes the inputs `names` (as `entrypoint` calls them: the CLI's flags, the HTTP
     API's file fields); where several do (`--video`: video-to-video or VACE), the model's default
-    among them (`model` is asked only then), else the one of fewest inputs (`input_reference` over
-    HTTP: image-to-video's, not Animate's, whose character comes with its videos)."""
+    among them (`model` is asked only then), else of those an input given selects (a lone
+    `pose_video`: Animate's, not S2V's, which its speech selects) the one of fewest inputs
+    (`input_reference` over HTTP: image-to-video's, not Animate's, whose character comes with its
+    videos)."""
     takers = [mode for mode in MODES if set(names) <= _called(mode, entrypoint) and mode.takes_count(len(set(names)))]
     if not takers:
         # the mode that takes most of them (the fewest inputs of its own first) names what to drop
@@ -173,12 +175,15 @@ def mode_of_inputs(
         )
     if len(takers) > 1:
         defaults = [] if model is None else [mode for mode in takers if mode.default_on(model())]
-        takers = defaults or sorted(takers, key=lambda mode: len(mode.inputs))
+        selected = [mode for mode in takers if set(names) & _called(mode, entrypoint, mode.selected_by)]
+        takers = defaults or sorted(selected or takers, key=lambda mode: len(mode.inputs))
     return takers[0]
 
 
-def _called(mode: GenerationMode, entrypoint: Entrypoint) -> set[str]:
-    return {field.called(entrypoint) for field in mode.inputs if field.taken_by(entrypoint)}
+def _called(mode: GenerationMode, entrypoint: Entrypoint, among: Collection[str] | None = None) -> set[str]:
+    """What `entrypoint` calls `mode`'s inputs (those named in `among` only, where given)."""
+    return {field.called(entrypoint) for field in mode.inputs
+            if field.taken_by(entrypoint) and (among is None or field.name in among)}  # fmt: skip
 
 
 def input_fields() -> tuple[InputField, ...]:

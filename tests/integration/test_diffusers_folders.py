@@ -1,6 +1,7 @@
-"""Every Wan pipeline class diffusers has, saved by its own `save_pretrained` with each tokenizer
-kind a UMT5-style text encoder comes with, loaded through the CLI: the classes whose components
-wanjax reads generate (Wan Animate given its driving videos, refused by name without them)."""
+"""Every Wan pipeline class diffusers has (and SkyReels-V2's Diffusion Forcing ones), saved by its
+own `save_pretrained` with each tokenizer kind a UMT5-style text encoder comes with, loaded through
+the CLI: the classes whose components wanjax reads generate (Wan Animate given its driving videos,
+refused by name without them)."""
 
 import inspect
 import shutil
@@ -18,6 +19,7 @@ from tiny_wan import (
     tiny_wan_vace_pipeline,
     with_tokenizer,
 )
+from tiny_skyreels import tiny_skyreels_df_pipeline
 from tokenizer_kinds import TOKENIZER_KINDS, write_tokenizer
 from wanjax.adapters.checkpoints.diffusers_folder import SUPPORTED_PIPELINES
 from wanjax.entrypoints.cli import main
@@ -29,7 +31,16 @@ BUILDERS = {
     "WanVideoToVideoPipeline": tiny_wan_v2v_pipeline,
     "WanVACEPipeline": tiny_wan_vace_pipeline,
     "WanAnimatePipeline": tiny_wan_animate_pipeline,
+    "SkyReelsV2DiffusionForcingPipeline": tiny_skyreels_df_pipeline,
+    "SkyReelsV2DiffusionForcingImageToVideoPipeline": lambda: _as("SkyReelsV2DiffusionForcingImageToVideoPipeline"),
+    "SkyReelsV2DiffusionForcingVideoToVideoPipeline": lambda: _as("SkyReelsV2DiffusionForcingVideoToVideoPipeline"),
 }
+"""Diffusion Forcing's three classes hold the same components: a video to extend is tested in
+tests/integration/test_diffusion_forcing_cli.py; here the video-to-video folder makes a video from text."""
+
+
+def _as(pipeline):
+    return getattr(diffusers, pipeline)(**tiny_skyreels_df_pipeline().components)
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +49,8 @@ def demo_in_session_cache(demo_cache, monkeypatch):
 
 
 def test_every_wan_pipeline_class_of_diffusers_is_read_or_refused_by_name():
-    exported = {name: getattr(diffusers, name) for name in dir(diffusers) if name.startswith("Wan")}  # lazy module
+    prefixes = ("Wan", "SkyReelsV2DiffusionForcing")
+    exported = {name: getattr(diffusers, name) for name in dir(diffusers) if name.startswith(prefixes)}  # lazy module
     pipeline = diffusers.DiffusionPipeline
     classes = {name for name, value in exported.items() if inspect.isclass(value) and issubclass(value, pipeline)}
     assert classes == set(SUPPORTED_PIPELINES) == set(BUILDERS)
@@ -113,7 +125,7 @@ def _inputs(pipeline, folder):
     """The input each pipeline's mode takes: a first frame, a source video, a control video, a
     character with its pose and face videos."""
     frames = np.random.default_rng(0).integers(0, 256, (5, 32, 48, 3), dtype=np.uint8)
-    if pipeline == "WanImageToVideoPipeline":
+    if pipeline in ("WanImageToVideoPipeline", "SkyReelsV2DiffusionForcingImageToVideoPipeline"):
         Image.fromarray(frames[0]).save(folder / "first.png")
         return ["--image", str(folder / "first.png")]
     if pipeline in ("WanVideoToVideoPipeline", "WanVACEPipeline"):

@@ -23,6 +23,7 @@ def _container(text: FakeTextEncoder, denoiser: FakeDenoiser, **overrides: str):
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
         image_conditioning=ImageConditioning.NONE, has=lambda component: False, image_encoder_files=lambda: None,
+        speech_encoder_folder=lambda: None,
     )  # fmt: skip
     container.checkpoint.override(providers.Object(checkpoint))
     container.text_encoder.override(providers.Object(text))

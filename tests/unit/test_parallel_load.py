@@ -43,6 +43,7 @@ def test_the_text_encoder_loads_behind_the_transformer_and_the_span_covers_both(
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
         image_conditioning=ImageConditioning.NONE, image_encoder_files=lambda: None,
+        speech_encoder_folder=lambda: None,
     )  # fmt: skip
     container.checkpoint.override(providers.Object(checkpoint))
     timeline = Timeline()

@@ -28,6 +28,7 @@ def container(fakes):
     checkpoint = SimpleNamespace(
         transformer_spec=TransformerSpec(), vae_spec=VaeSpec(), experts=("transformer",), boundary_ratio=None,
         image_conditioning=ImageConditioning.NONE, image_encoder_files=lambda: None,
+        speech_encoder_folder=lambda: None,
     )
     container.checkpoint.override(providers.Object(checkpoint))
 

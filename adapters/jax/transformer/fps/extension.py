@@ -3,6 +3,7 @@ its sharding (small: every device keeps it whole)."""
 
 from __future__ import annotations
 
+from wanjax.adapters.jax.sharding.rules import ParameterRules
 from wanjax.adapters.jax.transformer.extension import TransformerExtension
 from wanjax.adapters.jax.transformer.fps.embedding import FpsEmbedding
 from wanjax.adapters.jax.transformer.weight_names import Entry, Slot, linear_entries
@@ -24,4 +25,5 @@ FPS_TRANSFORMER_EXTENSION = TransformerExtension(
     model=FPS_EXTENSION,
     build=lambda spec, runtime, rngs: FpsEmbedding(spec, runtime, rngs=rngs),
     weights=fps_slots,
+    rules=ParameterRules(replicated=("fps",)),
 )
