@@ -153,6 +153,14 @@ def sage_attention() -> AttentionFn:
     return blockwise_sage()
 
 
+def pallas_sage_attention() -> AttentionFn:
+    """Our Pallas kernel with q k^T in int8 and p v in fp8 (SageAttention-style): Triton on GPUs,
+    interpreted (slowly) on CPU."""
+    from wanjax.adapters.jax.attention.sage import pallas_sage_attention as pallas_sage
+
+    return pallas_sage()
+
+
 def cudnn_attention() -> AttentionFn:
     """cuDNN flash attention, our Pallas kernel where cuDNN does not apply; a ConfigError off GPUs."""
     from wanjax.adapters.jax.attention.cudnn import CudnnAttention

@@ -40,6 +40,7 @@ class Container(containers.DeclarativeContainer):
         pallas=providers.Singleton(builders.pallas_attention),
         tokamax=providers.Singleton(builders.tokamax_attention, platform),
         blockwise_sage=providers.Singleton(builders.sage_attention),
+        pallas_sage=providers.Singleton(builders.pallas_sage_attention),
     )
 
     mesh_shape = settings.provided.mesh.shape

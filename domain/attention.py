@@ -7,18 +7,19 @@ for Wan 2.1 1.3B at 832x480x81 with guidance):
   to our Pallas kernel (Triton) for the calls cuDNN does not take (fp32);
 - tpu: `pallas`, our Pallas flash kernel (Mosaic), the keys swept as a grid axis.
 
-`blockwise_sage` is never auto's: the blockwise kernel with q k^T in int8 and p v in fp8
-(SageAttention-style), an option that trades accuracy for speed (docs/sampling.md).
+`blockwise_sage` and `pallas_sage` are never auto's: the blockwise kernel and our Pallas kernel
+with q k^T in int8 and p v in fp8 (SageAttention-style), options that trade accuracy for speed
+(docs/sampling.md).
 """
 
 from __future__ import annotations
 
 from wanjax.domain.errors import ConfigError
 
-ATTENTION_BACKENDS = ("auto", "xla", "blockwise", "cudnn", "pallas", "tokamax", "blockwise_sage")
+ATTENTION_BACKENDS = ("auto", "xla", "blockwise", "cudnn", "pallas", "tokamax", "blockwise_sage", "pallas_sage")
 AUTO_BY_PLATFORM = {"cpu": "blockwise", "gpu": "cudnn", "tpu": "pallas"}
 MATERIALISES_LOGITS = ("xla",)
-QUANTIZED = ("blockwise_sage",)
+QUANTIZED = ("blockwise_sage", "pallas_sage")
 
 
 def resolve_attention(name: str, platform: str) -> str:

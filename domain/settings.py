@@ -115,7 +115,8 @@ class DenoiserSettings:
 
     attention: str = attrs.field(default=AUTO, validator=_one_of(ATTENTION_BACKENDS))
     """The attention kernel; auto: blockwise on CPU, cuDNN on GPU, Pallas on TPU (domain/attention.py);
-    blockwise_sage: blockwise with q k^T in int8 and p v in fp8 (adapters/jax/attention/sage.py)."""
+    blockwise_sage: blockwise with q k^T in int8 and p v in fp8 (adapters/jax/attention/sage.py);
+    pallas_sage: the same arithmetic in our Pallas kernel."""
     scan_layers: bool = True
     activations_dtype: str = _dtype("activations_dtype")
     """The transformer's compute dtype: auto (= dtype), float32 or bfloat16."""

@@ -16,7 +16,7 @@ import pytest
 from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
 from wanjax.adapters.jax.attention.pallas import PallasAttention
-from wanjax.adapters.jax.attention.sage import sage_attention
+from wanjax.adapters.jax.attention.sage import pallas_sage_attention, sage_attention
 from wanjax.domain.attention_call import SELF, AttentionCall
 from wanjax.domain.flops import attention_flops, matmul_flops
 
@@ -52,12 +52,13 @@ BACKENDS = {
     "blockwise": BlockwiseAttention,
     "pallas": PallasAttention,
     "blockwise_sage": sage_attention,
+    "pallas_sage": pallas_sage_attention,
 }
 
 
 @pytest.mark.parametrize("backend", list(BACKENDS))
 def test_attention(benchmark, backend):
-    if backend == "pallas" and ON_CPU:
+    if backend in ("pallas", "pallas_sage") and ON_CPU:
         pytest.skip("Pallas interprets on CPU: its speed is meaningless")
     if backend == "xla" and not ON_CPU:
         pytest.skip("xla holds the whole logit matrix: 51 GiB at this length")

@@ -60,6 +60,7 @@ def test_the_kit_and_the_smoke_run_of_the_device_check(tmp_path: Path) -> None:
         assert all(0 < error < 0.2 for error in errors)
     sage = stages["attention_sage_32760"]["backends"]  # cuDNN is unavailable on the CPU
     assert 0 < sage["blockwise_sage"]["relative_l2_error"] < 0.06 and sage["blockwise"]["relative_l2_error"] < 1e-2
+    assert 0 < sage["pallas_sage"]["relative_l2_error"] < 0.06  # interpreted on the CPU, and run
     whole = stages["e2e_13b_480p_81"]  # a fresh `wanjax generate`, its phases from its --timings
     assert whole["steps"]["total"] == 2 and whole["frames_shape"] == [1, 17, 128, 192, 3]
     cached = stages["e2e_13b_480p_81_dbcache"]["steps"]  # DBCache with TaylorSeer: threshold 1 after 1 warm-up step

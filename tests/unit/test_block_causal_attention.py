@@ -20,6 +20,7 @@ import torch
 from wanjax.adapters.jax.attention.blockwise import BlockwiseAttention
 from wanjax.adapters.jax.attention.cudnn import CudnnAttention
 from wanjax.adapters.jax.attention.pallas import PallasAttention
+from wanjax.adapters.jax.attention.sage import pallas_sage_attention
 from wanjax.adapters.jax.attention.tokamax import TokamaxAttention
 from wanjax.adapters.jax.attention.xla import XlaAttention, structure_mask
 from wanjax.domain.attention_call import CROSS, SELF, AttentionCall, FrameBlockCausal
@@ -123,13 +124,14 @@ def test_a_kernel_without_the_structure_is_refused_by_name_while_tracing():
     assert "choose attention=xla or attention=blockwise" in message
 
 
-@pytest.mark.parametrize("name", ["cudnn", "tokamax", "pallas"])
+@pytest.mark.parametrize("name", ["cudnn", "tokamax", "pallas", "pallas_sage"])
 def test_every_kernel_without_the_structure_refuses_it_before_any_array_exists(name, monkeypatch):
     """`check` is what a preflight calls; cuDNN and tokamax are built as on a GPU (a stand-in
     tokamax module), since they refuse a CPU when built."""
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     monkeypatch.setitem(sys.modules, "tokamax", types.ModuleType("tokamax"))
-    kernel = {"cudnn": CudnnAttention, "tokamax": TokamaxAttention, "pallas": PallasAttention}[name]()
+    kernels = {"cudnn": CudnnAttention, "tokamax": TokamaxAttention, "pallas": PallasAttention}
+    kernel = {**kernels, "pallas_sage": pallas_sage_attention}[name]()
     kernel.check(AttentionCall(kind=CROSS, grid=(4, 2, 2), layer=3))  # what every kernel takes
     with pytest.raises(ConfigError, match=f"attention={name} does not support frame-block-causal attention"):
         kernel.check(block_causal((4, 2, 2), 2))

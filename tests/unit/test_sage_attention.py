@@ -1,26 +1,35 @@
 """SageAttention-style attention (`attention=blockwise_sage`: int8 q k^T, fp8 p v inside the blockwise
-online softmax) against exact fp32 attention, over odd sizes, key padding and frame-block-causal calls.
+online softmax) against exact fp32 attention, over odd sizes, key padding and frame-block-causal calls;
+and the same arithmetic in our Pallas kernel (`attention=pallas_sage`, interpreted on the CPU, so at
+tiny sizes) against the blockwise one.
 
 The bound: its relative L2 error against exact attention, measured 2.5-3.5% on random normal q, k, v
 (almost all of it e4m3's rounding of p and v: the int8 logits alone give 0.65%), where bf16's blockwise
 kernel is 0.35-0.9% off. Random normal attention is the hard case: each output averages hundreds of
 values of mixed signs, so their rounding does not shrink against an output that small."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from wanjax.adapters.jax.attention.blockwise import BlockArithmetic, BlockwiseAttention
-from wanjax.adapters.jax.attention.sage import SAGE, sage_attention
+from wanjax.adapters.jax.attention.pallas import PallasAttention
+from wanjax.adapters.jax.attention.sage import SAGE, pallas_sage_attention, sage_attention
 from wanjax.adapters.jax.attention.xla import XlaAttention
 from wanjax.adapters.jax.platform.scaled_matmul import fp8_dot_general, int8_dot_general
 from wanjax.application import builders
+from wanjax.application.container import build_container
 from wanjax.domain.attention_call import CROSS, SELF, AttentionCall, FrameBlockCausal
 from wanjax.domain.config import GenerationConfig
 from wanjax.domain.errors import ConfigError
 from wanjax.domain.settings import DenoiserSettings
 
 RELATIVE_L2 = 0.06  # measured 0.025-0.035 (see the module)
+# pallas_sage against blockwise_sage at the same blocks, fp32 in and out: the same quantized operands
+# (int8 products are exact), and fp32 sums that may run in another order; measured max |diff| 0 (bitwise
+# equal on the CPU) over PALLAS_CASES, outputs of magnitude ~1.
+SAME_ARITHMETIC_ATOL = 1e-6
 SMALL = sage_attention(block_q=16, block_k=32)  # several blocks, and a ragged last one, at these lengths
 
 CASES = {  # name: (T, S, N, H, key lengths or None)
@@ -105,6 +114,8 @@ def test_int8_logits_alone_are_close():
 def test_the_setting_selects_it():
     assert DenoiserSettings(attention="blockwise_sage").attention == "blockwise_sage"
     assert builders.sage_attention().arithmetic == SAGE
+    pallas = build_container(GenerationConfig.from_mapping({"attention": "pallas_sage"})).attention()
+    assert isinstance(pallas, PallasAttention) and pallas.arithmetic == SAGE
 
 
 def test_ring_attention_would_run_in_its_place_so_is_refused_by_name():
@@ -114,3 +125,50 @@ def test_ring_attention_would_run_in_its_place_so_is_refused_by_name():
         GenerationConfig.from_mapping({"attention": "blockwise_sage", "mesh_context": 2, "context_parallel": "ring"})
     with pytest.raises(ConfigError, match="context_parallel=ring"):  # however the keys came, --set included
         config.with_overrides({"context_parallel": "ring"})
+    with pytest.raises(ConfigError, match="attention=pallas_sage .* context_parallel=ulysses"):
+        GenerationConfig.from_mapping({"attention": "pallas_sage", "mesh_context": 2, "context_parallel": "ring"})
+
+
+PALLAS_CASES = {  # name: (T, S, N, H); Pallas interprets on the CPU, so few and tiny
+    "self over several blocks": (37, 37, 3, 16),
+    "cross: one key": (29, 1, 1, 8),
+    "cross: CLIP's 257 image tokens": (20, 257, 2, 16),
+}
+
+
+@pytest.mark.parametrize("case", list(PALLAS_CASES))
+def test_pallas_kernel_computes_as_blockwise_sage(case):
+    """The same blocks (keys padded to 32 in the kernel, the last block ragged in blockwise's): the
+    same arithmetic, within fp32 summation order; and so as close to exact attention."""
+    t, s, n, h = PALLAS_CASES[case]
+    q, k, v = qkv(t, s, n, h)
+    call = AttentionCall(kind=CROSS)
+    inputs = [jnp.asarray(x, jnp.float32) for x in (q, k, v)]
+    out = pallas_sage_attention(block_q=16, block_k=32)(*inputs, call)
+    assert out.dtype == jnp.float32 and out.shape == (2, t, n, h)
+    assert float(jnp.max(jnp.abs(out - sage_attention(16, 32)(*inputs, call)))) <= SAME_ARITHMETIC_ATOL
+    reference = exact(q, k, v, call)
+    error = relative_l2(out, reference)
+    assert error <= RELATIVE_L2
+    if s > 1:  # the quantized products ran, not the bf16 kernel's
+        bf16 = PallasAttention(16, 32)(*(x.astype(jnp.bfloat16) for x in inputs), call)
+        assert error > 2 * relative_l2(bf16.astype(jnp.float32), reference)
+
+
+def test_pallas_kernel_in_bf16_under_jit_with_its_default_blocks():
+    """As the layers call it: bf16, jitted, default blocks (128: 300 keys padded to 384, masked)."""
+    q, k, v = (jnp.asarray(x, jnp.bfloat16) for x in qkv(20, 300, 2, 16))
+    call = AttentionCall(kind=SELF)
+    out = jax.jit(pallas_sage_attention(), static_argnums=3)(q, k, v, call)
+    assert out.dtype == jnp.bfloat16
+    assert relative_l2(out.astype(jnp.float32), exact(q, k, v, call)) <= RELATIVE_L2
+
+
+def test_pallas_kernel_lowers_to_triton_from_any_host():
+    """The int8 and fp8 products and their quantization lower to Triton's IR at a Wan head layout
+    (only compiling it needs the GPU)."""
+    q = jax.ShapeDtypeStruct((1, 300, 12, 128), jnp.bfloat16)
+    kv = jax.ShapeDtypeStruct((1, 257, 12, 128), jnp.bfloat16)
+    attention = pallas_sage_attention(interpret=False)
+    lowered = jax.jit(attention, static_argnums=3).trace(q, kv, kv, AttentionCall(kind=SELF))
+    assert "wanjax_flash_attention" in lowered.lower(lowering_platforms=("cuda",)).as_text()

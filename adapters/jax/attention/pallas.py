@@ -15,12 +15,17 @@ Two sweeps share one update step:
 - key grid axis (TPU): the key blocks are the last, sequential ("arbitrary") grid
   axis and the state lives in VMEM scratch, so VMEM holds one key block at a time
   however long the sequence.
+
+The two products of each block are an `arithmetic` (the blockwise kernel's `BlockArithmetic`):
+bf16's by default, int8 q k^T and e4m3 p v for `attention=pallas_sage` (attention/sage.py), whose
+quantization runs inside the kernel, block by block, as the blockwise kernel's does.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -29,10 +34,14 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 from jax.experimental.pallas import triton as pltriton
 
+from wanjax.adapters.jax.attention.blockwise import BlockArithmetic
 from wanjax.adapters.jax.attention.xla import pad_keys
 from wanjax.domain.attention_call import CROSS, HONOURS_BLOCK_CAUSAL, SELF, AttentionCall, refuse_unless_honoured
 
 MASK_VALUE = -0.7 * float(np.finfo(np.float32).max)
+
+Update = Callable[..., tuple[jax.Array, jax.Array, jax.Array]]
+"""`_update` with its key padding and arithmetic bound: (q, k, v, key_start, state) -> state."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,6 +53,8 @@ class PallasAttention:
     interpreter (None: only on CPU, where no compiled Pallas backend exists).
     `keys_on_grid`: sweep the key blocks as a grid axis (None: on TPU only). Each sweep
     compiles only on its own platform (grid: TPU, loop: GPU); both interpret anywhere.
+    `arithmetic`: the two products of each block, and what the keys become first (the
+    blockwise kernel's hook). `setting`: the config value that chose it, as a refusal names it.
     Refuses a call with a structure (no masks but key padding in the kernel yet).
     """
 
@@ -51,6 +62,8 @@ class PallasAttention:
     block_k: int = 128
     interpret: bool | None = None
     keys_on_grid: bool | None = None
+    arithmetic: BlockArithmetic = BlockArithmetic()
+    setting: str = "attention=pallas"
 
     @property
     def key_alignment(self) -> int:
@@ -58,7 +71,7 @@ class PallasAttention:
         return self.block_k
 
     def check(self, call: AttentionCall) -> None:
-        refuse_unless_honoured("attention=pallas", frozenset((SELF, CROSS)), call, f"choose {HONOURS_BLOCK_CAUSAL}")
+        refuse_unless_honoured(self.setting, frozenset((SELF, CROSS)), call, f"choose {HONOURS_BLOCK_CAUSAL}")
 
     def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, call: AttentionCall) -> jax.Array:
         self.check(call)
@@ -66,29 +79,38 @@ class PallasAttention:
         interpret = platform == "cpu" if self.interpret is None else self.interpret
         keys_on_grid = platform == "tpu" if self.keys_on_grid is None else self.keys_on_grid
         t, s = q.shape[1], k.shape[1]
+        k = self.arithmetic.keys(k)  # before the padding, as the blockwise kernel does
         q = jnp.pad(q, ((0, 0), (0, -t % self.block_q), (0, 0), (0, 0)))  # [B, T', N, H]
         k, v = pad_keys(k, v, self.block_k)  # [B, S', N, H]
         to_heads_first = functools.partial(jnp.swapaxes, axis1=1, axis2=2)  # [B, N, L, H]
         sweep = _grid_sweep if keys_on_grid else _loop_sweep
         kv_len = s if k.shape[1] > s else None
+        update = functools.partial(_update, kv_len=kv_len, arithmetic=self.arithmetic)
         heads_first = map(to_heads_first, (q, k, v))
-        out = sweep(*heads_first, self.block_q, self.block_k, kv_len, interpret)  # [B, N, T', H]
+        out = sweep(*heads_first, self.block_q, self.block_k, update, interpret)  # [B, N, T', H]
         return to_heads_first(out)[:, :t]  # [B, T, N, H]
 
 
 def _update(
-    q: jax.Array, k: jax.Array, v: jax.Array, key_start: jax.Array, kv_len: int | None, state: tuple
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    key_start: jax.Array,
+    state: tuple,
+    *,
+    kv_len: int | None,
+    arithmetic: BlockArithmetic,
 ) -> tuple[jax.Array, jax.Array, jax.Array]:
     """One online-softmax step of a query block over one key block.
 
     q [bq, H], k/v [bk, H]; state = (m [bq, 1], l [bq, 1], acc [bq, H]), all fp32.
     Keys at or past `kv_len` are padding and masked out (None: there is no padding).
     Logits and probabilities are fp32; probabilities are cast to v's dtype for the PV
-    matmul, as `jax.nn.dot_product_attention` does.
+    matmul, as `jax.nn.dot_product_attention` does; the two products are `arithmetic`'s.
     """
     m, l, acc = state
     scale = q.shape[-1] ** -0.5
-    logits = jax.lax.dot_general(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
+    logits = arithmetic.logits(q, k, (((1,), (1,)), ((), ())), preferred_element_type=jnp.float32)
     logits = logits * scale  # [bq, bk]
     if kv_len is not None:
         key_index = key_start + jax.lax.broadcasted_iota(jnp.int32, logits.shape, 1)
@@ -97,7 +119,7 @@ def _update(
     p = jnp.exp(logits - m_new)  # [bq, bk]
     correction = jnp.exp(m - m_new)  # [bq, 1]
     l_new = correction * l + p.sum(axis=-1, keepdims=True)
-    pv = jax.lax.dot_general(p.astype(v.dtype), v, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
+    pv = arithmetic.values(p.astype(v.dtype), v, (((1,), (0,)), ((), ())), preferred_element_type=jnp.float32)
     return m_new, l_new, correction * acc + pv
 
 
@@ -110,7 +132,7 @@ def _initial_state(block_q: int, head_dim: int) -> tuple[jax.Array, jax.Array, j
 
 
 def _loop_sweep(
-    q: jax.Array, k: jax.Array, v: jax.Array, block_q: int, block_k: int, kv_len: int | None, interpret: bool
+    q: jax.Array, k: jax.Array, v: jax.Array, block_q: int, block_k: int, update: Update, interpret: bool
 ) -> jax.Array:
     """q [B, N, T', H], k/v [B, N, S', H] -> [B, N, T', H]; grid (B, N, query blocks)."""
     b, n, t, h = q.shape
@@ -122,7 +144,7 @@ def _loop_sweep(
         def step(j: jax.Array, state: tuple) -> tuple:
             start = pl.multiple_of(j * block_k, block_k)
             keys = pl.ds(start, block_k)
-            return _update(q_block, k_ref[keys, :], v_ref[keys, :], start, kv_len, state)
+            return update(q_block, k_ref[keys, :], v_ref[keys, :], start, state)
 
         _, l, acc = jax.lax.fori_loop(0, s // block_k, step, _initial_state(block_q, h))
         o_ref[...] = (acc / l).astype(o_ref.dtype)
@@ -142,7 +164,7 @@ def _loop_sweep(
 
 
 def _grid_sweep(
-    q: jax.Array, k: jax.Array, v: jax.Array, block_q: int, block_k: int, kv_len: int | None, interpret: bool
+    q: jax.Array, k: jax.Array, v: jax.Array, block_q: int, block_k: int, update: Update, interpret: bool
 ) -> jax.Array:
     """q [B, N, T', H], k/v [B, N, S', H] -> [B, N, T', H]; grid (B, N, query blocks, key blocks)."""
     b, n, t, h = q.shape
@@ -157,9 +179,7 @@ def _grid_sweep(
             m_ref[...], l_ref[...], acc_ref[...] = _initial_state(block_q, h)
 
         state = (m_ref[...], l_ref[...], acc_ref[...])
-        m_ref[...], l_ref[...], acc_ref[...] = _update(
-            q_ref[...], k_ref[...], v_ref[...], j * block_k, kv_len, state
-        )
+        m_ref[...], l_ref[...], acc_ref[...] = update(q_ref[...], k_ref[...], v_ref[...], j * block_k, state)
 
         @pl.when(j == last)
         def _write():

@@ -1,5 +1,7 @@
-"""SageAttention-style quantized attention in plain XLA (`attention=blockwise_sage`): the blockwise
-kernel's online softmax with q k^T in int8 and p v in fp8 (e4m3), accumulated in int32 and fp32.
+"""SageAttention-style quantized attention: an online softmax with q k^T in int8 and p v in fp8 (e4m3),
+accumulated in int32 and fp32, in plain XLA (`attention=blockwise_sage`: the blockwise kernel) or in
+the Pallas flash kernel (`attention=pallas_sage`: Triton on GPUs, interpreted on CPU), both computing
+as `SAGE` says, each block's quantization inside the kernel.
 
 What SageAttention (Zhang et al., 2024-25) found and this follows: q k^T tolerates int8 (7 bits)
 where e4m3's 3 mantissa bits move the logits by more than softmax forgives at real magnitudes, and
@@ -15,8 +17,10 @@ p v tolerates fp8 (p in [0, 1], v per channel): on random q, k of standard devia
 - the softmax, its running max and sum stay fp32 as in the blockwise kernel.
 
 On a CPU the int8 and fp8 products are emulated (slower than bf16: for tests); on a Hopper GPU
-whether XLA gives them to cuBLAS's int8 and fp8 GEMMs, and at what speed, is what the device
-check's `attention_sage_32760` stage measures. Its error against exact attention is stated and
+whether XLA gives them to cuBLAS's int8 and fp8 GEMMs, and whether Triton's int8 and fp8 dots make
+the Pallas kernel faster than bf16's (it quantizes q and each key block again for every pair of
+blocks, where SageAttention quantizes q and k once before its kernel), is what the device check's
+`attention_sage_32760` stage measures. Its error against exact attention is stated and
 bounded in tests/unit/test_sage_attention.py and docs/sampling.md.
 """
 
@@ -26,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from wanjax.adapters.jax.attention.blockwise import BlockArithmetic, BlockwiseAttention
+from wanjax.adapters.jax.attention.pallas import PallasAttention
 from wanjax.adapters.jax.platform.scaled_matmul import fp8_dot_general, int8_dot_general
 
 
@@ -43,3 +48,9 @@ def sage_attention(block_q: int = 1024, block_k: int = 512) -> BlockwiseAttentio
     """The blockwise kernel computing as `SAGE` (see the module): honours every call as it does
     (structures included), never pads keys."""
     return BlockwiseAttention(block_q, block_k, arithmetic=SAGE)
+
+
+def pallas_sage_attention(block_q: int = 128, block_k: int = 128, interpret: bool | None = None) -> PallasAttention:
+    """The Pallas flash kernel computing as `SAGE`: refuses, as `attention=pallas` does, a call with a
+    structure (attention=blockwise_sage honours it); pads keys to `block_k` inside and masks them."""
+    return PallasAttention(block_q, block_k, interpret, arithmetic=SAGE, setting="attention=pallas_sage")

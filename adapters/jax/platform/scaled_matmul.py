@@ -61,7 +61,8 @@ fp8_dot_general = _scaled_dot_general(E4M3)
 free and batch axes (a linear layer's tokens and channels; attention's queries, keys and value
 channels per head). `precision` is accepted for the signature and has no meaning here."""
 int8_dot_general = _scaled_dot_general(jnp.int8)
-"""`fp8_dot_general` with int8 operands (rounded to the nearest step) and int32 accumulation."""
+"""`fp8_dot_general` with int8 operands (rounded to the nearest step, halves away from zero) and int32
+accumulation."""
 
 
 def _scaled_product(
@@ -100,7 +101,9 @@ def _quantized(x: jax.Array, contracted: tuple[int, ...], dtype: Any) -> tuple[j
     scale = jnp.where(amax > 0, amax / largest, 1.0)  # an all-zero slice stays zero
     scaled = x / scale
     if dtype == jnp.int8:
-        scaled = jnp.round(scaled)  # a cast truncates toward zero
+        # to the nearest step, halves away from zero (a cast truncates toward zero); with floor, which
+        # Pallas's Triton lowering has and `lax.round` it lacks (attention=pallas_sage runs this in a kernel)
+        scaled = jnp.sign(scaled) * jnp.floor(jnp.abs(scaled) + 0.5)
     return scaled.astype(dtype), scale
 
 
