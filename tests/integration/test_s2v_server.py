@@ -7,32 +7,27 @@ multipart form; the job's video byte-identical to the service's on the same file
 is queued."""
 
 import re
-import time
 import wave
 
 import numpy as np
 import pytest
+from in_process_server import finished, in_process_server
 from official_folders import TEXT_LEN
 from PIL import Image
-from starlette.testclient import TestClient
 from video_diff import video_difference
 
 from wanjax.adapters.media.readers import read_input
 from wanjax.adapters.media.video_files import Mp4Sink
-from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.container import build_container
-from wanjax.application.job_runner import JobRunner
 from wanjax.application.presets import resolve_config
 from wanjax.domain.inputs.reader import VideoSize
 from wanjax.domain.modes.s2v.inputs import INPUTS
-from wanjax.entrypoints.http_api import build_app
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*CUDA is not available:UserWarning")
 HEIGHT, WIDTH, INFER_FRAMES, FPS, RATE = 64, 128, 8, 16, 16_000
 FRAMES = INFER_FRAMES - 3  # one clip (0.3 s of speech), the first clip's 3 frames dropped
 SETTINGS = {"dtype": "float32", "height": str(HEIGHT), "width": str(WIDTH), "num_inference_steps": "2",
             "max_sequence_length": str(TEXT_LEN), "text_embeddings_cache_dir": "none", "fps": str(FPS)}  # fmt: skip
-TOKEN = "s3cret"
 HTTP = {field.name: field.http for field in INPUTS}
 
 
@@ -57,13 +52,8 @@ def served(tiny_s2v_checkpoint, tmp_path_factory):
     """(config, service, runner, client) of one started server."""
     config = resolve_config(str(tiny_s2v_checkpoint), SETTINGS)
     service = build_container(config).service()
-    output = tmp_path_factory.mktemp("s2v-serve")
-    runner = JobRunner(service, config, SqliteJobStore(output / "jobs.sqlite"), output_dir=output, queue_capacity=2,
-                       max_batch=1, model="tiny-s2v")  # fmt: skip
-    runner.start()
-    client = TestClient(build_app(runner, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"})
-    yield config, service, runner, client
-    runner.stop(timeout=60)
+    with in_process_server(service, config, tmp_path_factory.mktemp("s2v-serve"), model="tiny-s2v") as served:
+        yield config, service, *served
 
 
 def _submit(client, files, **fields):
@@ -72,21 +62,11 @@ def _submit(client, files, **fields):
     return client.post("/v1/videos", data={"prompt": "a woman talks", **fields}, files=uploads)
 
 
-def _finished(client, video_id):
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        video = client.get(f"/v1/videos/{video_id}").json()
-        if video["status"] in ("completed", "failed"):
-            return video
-        time.sleep(0.1)
-    raise TimeoutError(f"video {video_id} did not finish")
-
-
 def test_speech_to_video_over_http_is_the_video_wanjax_generate_makes_of_the_same_files(served, files, tmp_path):
     config, service, runner, client = served
     response = _submit(client, files, seed="3", infer_frames=str(INFER_FRAMES))
     assert response.status_code == 202, response.text
-    video = _finished(client, response.json()["id"])
+    video = finished(client, response.json()["id"])
     assert video["status"] == "completed", video["error"]
     assert video["num_frames"] == FRAMES
 

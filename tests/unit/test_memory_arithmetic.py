@@ -139,7 +139,9 @@ def test_a_plan_that_does_not_fit_names_the_fixes():
 
 def test_the_speech_encoder_waits_in_host_memory_in_its_dtype():
     """Wan 2.2 S2V's wav2vec2 runs in torch on the CPU: host memory on a GPU, the one memory on a CPU."""
-    s2v = attrs.evolve(WAN13_480P81, speech_encoder_parameters=WAV2VEC2_LARGE_PARAMETERS, speech_encoder_dtype="bfloat16")
+    s2v = attrs.evolve(
+        WAN13_480P81, speech_encoder_parameters=WAV2VEC2_LARGE_PARAMETERS, speech_encoder_dtype="bfloat16"
+    )
     for platform in ("cpu", "gpu"):
         plain, plan = (plan_memory(work, platform=platform, available=None) for work in (WAN13_480P81, s2v))
         assert dict(plan.host_parts)["speech encoder weights (torch)"] == 2 * WAV2VEC2_LARGE_PARAMETERS
