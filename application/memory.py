@@ -136,6 +136,8 @@ class MemoryPlanner:
             text_encoder_fp8_parameters=fp8_values(text_encoder, "the text encoder file"),
             text_encoder_dtype=settings.text_encoder.dtype,
             text_encoder_backend=settings.text_encoder.backend,
+            speech_encoder_parameters=checkpoint.weights("speech_encoder").parameter_count() if spec.is_s2v else 0,
+            speech_encoder_dtype=settings.model.dtype,
             weight_shards=mesh.fsdp * mesh.tensor,
             packed_kernel_bytes=packed_kernel_bytes(checkpoint),
             request_lora_cache=denoiser.lora_cache_mb * 2**20 if denoiser.request_loras else None,

@@ -11,7 +11,12 @@ from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.checkpoints.weights import Weights
 
-from wanjax.domain.architectures import UMT5_XXL_ENCODER_PARAMETERS, Architecture, published_architecture
+from wanjax.domain.architectures import (
+    UMT5_XXL_ENCODER_PARAMETERS,
+    WAV2VEC2_LARGE_PARAMETERS,
+    Architecture,
+    published_architecture,
+)
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.memory import transformer_parameters
 from wanjax.domain.specs import TransformerSpec, VaeSpec
@@ -62,7 +67,8 @@ class PublishedCheckpoint:
     def weights(self, component: str) -> ParameterCount | Weights:
         if component in self.expert_files:
             return transformer_weights(self.expert_files[component])
-        counts = {"vae": self.vae_parameters, "text_encoder": UMT5_XXL_ENCODER_PARAMETERS}
+        counts = {"vae": self.vae_parameters, "text_encoder": UMT5_XXL_ENCODER_PARAMETERS,
+                  "speech_encoder": WAV2VEC2_LARGE_PARAMETERS}  # fmt: skip
         counts |= dict.fromkeys(self.experts, transformer_parameters(self.transformer_spec)[0])
         return ParameterCount(counts[component])
 

@@ -66,6 +66,16 @@ UMT5_XXL_ENCODER = {
 }  # fmt: skip
 # Its parameters: embedding + per layer (q, k, v, o; wi_0, wi_1, wo; 2 norms; the table) + the final norm.
 UMT5_XXL_ENCODER_PARAMETERS = 256384 * 4096 + 24 * (4 * 4096**2 + 3 * 4096 * 10240 + 2 * 4096 + 32 * 64) + 4096
+# Wan 2.2 S2V's speech encoder, wav2vec2-large-xlsr-53-english as transformers' Wav2Vec2Model loads it (no
+# CTC head): the conv feature encoder (7 convs of 512 with biases, kernels 10, 3, 3, 3, 3, 2, 2, each with a
+# LayerNorm), the feature projection (LayerNorm, 512 -> 1024), the masked-time vector, the positional conv
+# (1024 x 64 x 128 weight-normed, its g of 128, a bias), the encoder's LayerNorm and 24 layers (q, k, v, o;
+# 1024 -> 4096 -> 1024; 2 LayerNorms).
+WAV2VEC2_LARGE_PARAMETERS = (
+    (512 * 10 + 512) + sum(512 * 512 * k + 512 for k in (3, 3, 3, 3, 2, 2)) + 7 * 2 * 512
+    + (2 * 512 + 512 * 1024 + 1024) + 1024 + (1024 * 64 * 128 + 128 + 1024) + 2 * 1024
+    + 24 * (4 * (1024 * 1024 + 1024) + (1024 * 4096 + 4096) + (4096 * 1024 + 1024) + 2 * 2 * 1024)
+)  # fmt: skip
 
 
 @attrs.frozen(kw_only=True)

@@ -105,6 +105,10 @@ class Workload:
     # Of `text_encoder_parameters`, those the JAX encoder keeps in fp8 (a scaled fp8 file's Linear kernels
     # and token embedding: one byte each); the torch encoder dequantizes them into `text_encoder_dtype`.
     text_encoder_fp8_parameters: int = 0
+    # Wan 2.2 S2V's wav2vec2 speech encoder: torch's, on the CPU whatever the platform, so in host memory
+    # (on a CPU, the one memory) for the whole run.
+    speech_encoder_parameters: int = 0
+    speech_encoder_dtype: str = "float32"
     weight_shards: int = 1
     request_lora_cache: int | None = None
     row_shards: int = 1
@@ -216,6 +220,9 @@ def _placed_parts(work: Workload, platform: str) -> tuple[Parts, dict[str, Parts
             ("text encoder weights", _text_encoder_weights(work)),
             ("text encoder runtime (torch)", TEXT_ENCODER_RUNTIME),  # unless the prompts are cached
         ]
+    if work.speech_encoder_parameters:
+        speech = work.speech_encoder_parameters * DTYPE_BYTES[work.speech_encoder_dtype]
+        host.append(("speech encoder weights (torch)", speech))
     if work.held_frames:  # uint8 RGB, one segment's whatever the video's length
         host.append(("decoded frames, one segment", work.held_frames * work.pixels * 3))
     if moves_components(work.offload):

@@ -139,6 +139,15 @@ def tiny_animate_checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tiny_s2v_checkpoint(tmp_path_factory):
+    """A tiny official-format Wan 2.2 S2V folder (tests/official_folders.py): a 2-block WanModel_S2V,
+    the Wan 2.1 VAE, T5 and a tiny wav2vec2 as its speech encoder; runs take max_sequence_length=16."""
+    from official_folders import write_s2v_folder
+
+    return write_s2v_folder(tmp_path_factory.mktemp("tiny-s2v"))[0]
+
+
+@pytest.fixture(scope="session")
 def tiny_flf2v_checkpoint(tmp_path_factory):
     """A tiny Wan 2.1 FLF2V checkpoint: the I2V one plus a position embedding over two images' CLIP tokens."""
     from tiny_wan import tiny_wan_i2v_pipeline

@@ -30,7 +30,13 @@ import torch
 from official_wan import official_animate, official_s2v, official_wan
 from tiny_wan import IMAGE_DIM, TEXT_DIM
 
-from wanjax.adapters.checkpoints.official_folder import CLIP_FILE, T5_FILE, TOKENIZER_FOLDER, VAE_FILES
+from wanjax.adapters.checkpoints.official_folder import (
+    CLIP_FILE,
+    SPEECH_ENCODER_FOLDER,
+    T5_FILE,
+    TOKENIZER_FOLDER,
+    VAE_FILES,
+)
 from wanjax.adapters.checkpoints.wan_names import BLOCK_MODULES, BLOCK_PARAMETERS, TOP_MODULES, TOP_PARAMETERS
 from wanjax.adapters.torch.demo_tokenizer import write_demo_tokenizer
 
@@ -223,6 +229,32 @@ def write_official_folder(folder: Path, models: OfficialModels) -> Path:
     if models.clip is not None:
         torch.save(models.clip.state_dict(), folder / CLIP_FILE)
     return folder
+
+
+def tiny_wav2vec2() -> tuple[Any, Any]:
+    """A tiny random wav2vec2 (the S2V release's 24 layers, S2V_AUDIO_DIM wide) and its feature
+    extractor (normalising, as the release's processor): (Wav2Vec2ForCTC, Wav2Vec2FeatureExtractor)."""
+    from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(3)
+        config = Wav2Vec2Config(
+            hidden_size=S2V_AUDIO_DIM, num_hidden_layers=24, num_attention_heads=2, intermediate_size=8,
+            conv_dim=(8,) * 7, num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, vocab_size=4,
+            do_stable_layer_norm=True, feat_extract_norm="layer",
+        )  # fmt: skip
+        return Wav2Vec2ForCTC(config).eval(), Wav2Vec2FeatureExtractor(do_normalize=True)
+
+
+def write_s2v_folder(folder: Path) -> tuple[Path, OfficialModels, Any, Any]:
+    """A tiny official-format Wan 2.2 S2V folder (`official_models("s2v")` plus `tiny_wav2vec2` as its
+    speech encoder folder): (folder, the official models, the wav2vec2 model, its feature extractor)."""
+    models = official_models("s2v")
+    write_official_folder(folder, models)
+    wav2vec2, extractor = tiny_wav2vec2()
+    wav2vec2.save_pretrained(folder / SPEECH_ENCODER_FOLDER)
+    extractor.save_pretrained(folder / SPEECH_ENCODER_FOLDER)
+    return folder, models, wav2vec2, extractor
 
 
 def _save_under_original_names(transformer: torch.nn.Module, home: Path) -> None:

@@ -42,7 +42,8 @@ from wanjax.adapters.checkpoints.diffusers_folder import read_json
 from wanjax.adapters.checkpoints.original_animate import MODEL_CLASS as ANIMATE_CLASS
 from wanjax.adapters.checkpoints.original_animate import animate_spec_of
 from wanjax.adapters.checkpoints.original_vae import vae_spec_of
-from wanjax.adapters.checkpoints.weights import Weights
+from wanjax.adapters.checkpoints.pth_file import PthWeights
+from wanjax.adapters.checkpoints.weights import Weights, open_weights
 from wanjax.domain.architectures import ARCHITECTURES, without_diffusers_suffix
 from wanjax.domain.conditioning import ImageConditioning
 from wanjax.domain.errors import CheckpointError, UnsupportedModelError
@@ -108,6 +109,8 @@ class OfficialCheckpoint:
         return self.root / EXPERT_FOLDERS[expert] if len(self.experts) == 2 else self.root
 
     def weights(self, component: str) -> Weights:
+        if component == "speech_encoder":
+            return _speech_encoder_weights(self.speech_encoder_folder())
         location = self.replaced.get(component) or self._own_files.get(component) or self.folder(component)
         with self._metadata_lock:
             return component_weights(component, location)
@@ -150,7 +153,9 @@ class OfficialCheckpoint:
     def verify(self) -> None:
         _ = self.image_conditioning
         components = (*self.experts, "vae", "text_encoder")
-        for component in (*components, "image_encoder") if self.image_encoder_files() else components:
+        components += ("image_encoder",) if self.image_encoder_files() else ()
+        components += ("speech_encoder",) if self.transformer_spec.is_s2v else ()
+        for component in components:
             self.weights(component)
 
     @cached_property
@@ -170,6 +175,17 @@ class OfficialCheckpoint:
                 f"{TRANSFORMER_CLASS} (Wan 2.2 Animate: a {ANIMATE_CLASS}, Wan 2.2 S2V: a {S2V_CLASS})"
             )
         return config
+
+
+def _speech_encoder_weights(folder: Path | None) -> Weights:
+    """The wav2vec2 folder's tensors: its safetensors, or a `pytorch_model.bin` (memory-mapped) where it
+    holds only that (transformers' older format); for their parameter count."""
+    if folder is None:
+        raise CheckpointError("this model reads no speech: it has no speech encoder")
+    legacy = folder / "pytorch_model.bin"
+    if legacy.is_file() and not any(folder.glob("*.safetensors*")):
+        return PthWeights(legacy)
+    return open_weights(folder)
 
 
 def published_repo_id(transformer: TransformerSpec, vae: VaeSpec, num_experts: int, root: Path) -> str | None:

@@ -7,23 +7,19 @@ character placed on its canvas the same way, the face video stretched from 20x12
 as one run's; bad Animate files refused with a 422 naming the field before anything is queued."""
 
 import re
-import time
 
 import numpy as np
 import pytest
+from in_process_server import finished, in_process_server
 from PIL import Image
-from starlette.testclient import TestClient
 from video_diff import video_difference
 
 from wanjax.adapters.media.readers import read_input
 from wanjax.domain.inputs.reader import VideoSize
 from wanjax.adapters.media.video_files import Mp4Sink
-from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.container import build_container
-from wanjax.application.job_runner import JobRunner
 from wanjax.application.presets import resolve_config
 from wanjax.domain.modes.animate.mode import ANIMATE
-from wanjax.entrypoints.http_api import build_app
 
 HEIGHT, WIDTH, FRAMES, FPS = 32, 48, 13, 16  # segments of 9 frames, 1 given: two segments
 FACE = (12, 20)  # height, width: not the model's 16x16, which the run stretches it to
@@ -31,7 +27,6 @@ SETTINGS = {"dtype": "float32", "height": str(HEIGHT), "width": str(WIDTH), "num
             "segment_frame_length": "9", "max_sequence_length": "512", "fps": str(FPS)}  # fmt: skip
 """The parity test's sizes (tests/parity/test_animate_pipeline_parity.py): a worker that ran it
 reads the VAE's and image encoder's programs from its compilation cache."""
-TOKEN = "s3cret"
 
 
 @pytest.fixture(scope="module")
@@ -58,13 +53,8 @@ def served(tiny_animate_checkpoint, tmp_path_factory):
     """(config, service, runner, client) of one started server."""
     config = resolve_config(str(tiny_animate_checkpoint), SETTINGS)
     service = build_container(config).service()
-    output = tmp_path_factory.mktemp("animate-serve")
-    runner = JobRunner(service, config, SqliteJobStore(output / "jobs.sqlite"), output_dir=output, queue_capacity=2,
-                       max_batch=1, model="tiny-animate")  # fmt: skip
-    runner.start()
-    client = TestClient(build_app(runner, token=TOKEN), headers={"Authorization": f"Bearer {TOKEN}"})
-    yield config, service, runner, client
-    runner.stop(timeout=60)
+    with in_process_server(service, config, tmp_path_factory.mktemp("animate-serve"), model="tiny-animate") as served:
+        yield config, service, *served
 
 
 def _submit(client, files, **fields):
@@ -78,21 +68,11 @@ def _client_files(files, *names):
     return {client_field[name]: files[name] for name in names}
 
 
-def _finished(client, video_id):
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        video = client.get(f"/v1/videos/{video_id}").json()
-        if video["status"] in ("completed", "failed"):
-            return video
-        time.sleep(0.1)
-    raise TimeoutError(f"video {video_id} did not finish")
-
-
 def test_a_replacement_over_http_is_the_video_wanjax_generate_makes_of_the_same_files(served, files, tmp_path):
     config, service, runner, client = served
     response = _submit(client, _client_files(files, *files), seed="3")
     assert response.status_code == 202, response.text
-    video = _finished(client, response.json()["id"])
+    video = finished(client, response.json()["id"])
     assert video["status"] == "completed", video["error"]
     assert (video["num_frames"], video["seconds"]) == (FRAMES, "0.81")  # the pose video's length at 16 fps
 

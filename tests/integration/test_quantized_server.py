@@ -7,25 +7,20 @@ the step), and the model without it comes back bit for bit; LoRAs merged at load
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
+from in_process_server import finished, in_process_server
 from lora_files import write_lora
 from quantized_files import dequantized, write_gguf
 from safetensors.numpy import load_file, save_file
-from starlette.testclient import TestClient
 
 from wanjax.adapters.checkpoints.original_names import transformer_weights
 from wanjax.adapters.media.video_files import Mp4Sink
-from wanjax.adapters.sqlite_jobs import SqliteJobStore
 from wanjax.application.container import build_container
-from wanjax.application.job_runner import JobRunner
 from wanjax.application.lora_folder import LoraFolder
 from wanjax.application.presets import resolve_config
 from wanjax.domain.errors import CheckpointError
 from wanjax.domain.lora import LoraSpec
-from wanjax.entrypoints.http_api import build_app
 
 SETTINGS = {"dtype": "float32", "height": "32", "width": "48", "num_frames": "5", "num_inference_steps": "2",
             "max_sequence_length": "8", "request_loras": "true"}  # fmt: skip
@@ -43,21 +38,9 @@ def served(tiny_checkpoint, tmp_path_factory):
     write_lora(folder / "loras" / "style.safetensors", "diffusers", shapes, np.random.default_rng(0), magnitude=0.5)
     config = resolve_config(str(tiny_checkpoint), {**SETTINGS, "transformer_file": str(gguf_file)})
     service = build_container(config).service()
-    runner = JobRunner(service, config, SqliteJobStore(folder / "jobs.sqlite"), output_dir=folder / "out",
-                       queue_capacity=2, max_batch=1, loras=LoraFolder(folder / "loras"))  # fmt: skip
-    runner.start()
-    yield config, service, runner, TestClient(build_app(runner)), folder
-    runner.stop(timeout=60)
-
-
-def _finished(client, video_id):
-    deadline = time.monotonic() + 240
-    while time.monotonic() < deadline:
-        video = client.get(f"/v1/videos/{video_id}").json()
-        if video["status"] in ("completed", "failed"):
-            return video
-        time.sleep(0.1)
-    raise TimeoutError(f"video {video_id} did not finish")
+    (folder / "out").mkdir()
+    with in_process_server(service, config, folder / "out", loras=LoraFolder(folder / "loras")) as (runner, client):
+        yield config, service, runner, client, folder
 
 
 def _latents(service, config, **fields) -> np.ndarray:
@@ -68,7 +51,7 @@ def test_a_job_on_a_gguf_transformer_is_the_video_the_service_makes(served, tmp_
     config, service, runner, client, _ = served
     response = client.post("/v1/videos", json={"prompt": "a fox", "seed": 3})
     assert response.status_code == 202, response.text
-    video = _finished(client, response.json()["id"])
+    video = finished(client, response.json()["id"])
     assert video["status"] == "completed", video["error"]
     frames = service.generate(config.request("a fox", seed=3)).array[0]
     Mp4Sink().write(frames, tmp_path / "direct.mp4", fps=config.sampling.fps)
@@ -83,7 +66,7 @@ def test_a_request_lora_on_a_quantized_transformer_equals_it_merged_into_the_deq
     loras = [{"name": "style.safetensors", "scale": 0.8}]
     response = client.post("/v1/videos", json={"prompt": "a fox", "loras": loras})
     assert response.status_code == 202, response.text
-    video = _finished(client, response.json()["id"])
+    video = finished(client, response.json()["id"])
     assert video["status"] == "completed", video["error"]
     lora = folder / "loras" / "style.safetensors"
     got = _latents(service, config, loras=[LoraSpec(str(lora), 0.8)])

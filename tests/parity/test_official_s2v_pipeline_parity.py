@@ -31,20 +31,11 @@ import numpy as np
 import pytest
 import torch
 from PIL import Image
-from transformers import Wav2Vec2Config, Wav2Vec2FeatureExtractor, Wav2Vec2ForCTC
 
-from official_folders import (
-    S2V_AUDIO_DIM,
-    TEXT_LEN,
-    RecordingVae,
-    official_models,
-    official_text_encoder,
-    write_official_folder,
-)
+from official_folders import TEXT_LEN, RecordingVae, official_text_encoder, write_s2v_folder
 from official_wan import official_pipeline, official_s2v_audio_encoder, official_speech2video
 from segment_noise import NoiseOfSeed
 
-from wanjax.adapters.checkpoints.official_folder import SPEECH_ENCODER_FOLDER
 from wanjax.application.container import build_container
 from wanjax.application.presets import resolve_config
 
@@ -62,17 +53,7 @@ CLIPS = 2  # int(T30 / (8 * 30 / 16)) + 1 for 0.7 s
 LATENT_TOLERANCE = 1e-4  # of max |latent|
 
 
-def _wav2vec2() -> tuple[Wav2Vec2ForCTC, Wav2Vec2FeatureExtractor]:
-    torch.manual_seed(3)
-    config = Wav2Vec2Config(
-        hidden_size=S2V_AUDIO_DIM, num_hidden_layers=24, num_attention_heads=2, intermediate_size=8,
-        conv_dim=(8,) * 7, num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2, vocab_size=4,
-        do_stable_layer_norm=True, feat_extract_norm="layer",
-    )  # fmt: skip
-    return Wav2Vec2ForCTC(config).eval(), Wav2Vec2FeatureExtractor(do_normalize=True)
-
-
-def _official_audio_encoder(model: Wav2Vec2ForCTC, extractor: Wav2Vec2FeatureExtractor) -> object:
+def _official_audio_encoder(model: object, extractor: object) -> object:
     encoder = object.__new__(official_s2v_audio_encoder().AudioEncoder)  # its __init__ loads by name
     encoder.processor, encoder.model, encoder.video_rate = extractor, model, 30
     return encoder
@@ -80,11 +61,7 @@ def _official_audio_encoder(model: Wav2Vec2ForCTC, extractor: Wav2Vec2FeatureExt
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
-    models = official_models("s2v")
-    folder = write_official_folder(tmp_path_factory.mktemp("s2v-official"), models)
-    wav2vec2, extractor = _wav2vec2()
-    wav2vec2.save_pretrained(folder / SPEECH_ENCODER_FOLDER)
-    extractor.save_pretrained(folder / SPEECH_ENCODER_FOLDER)
+    folder, models, wav2vec2, extractor = write_s2v_folder(tmp_path_factory.mktemp("s2v-official"))
     vae = RecordingVae(models)
     official_speech2video()  # imported with its stand-ins before `official_pipeline` imports it
     official = official_pipeline(

@@ -5,6 +5,7 @@ import attrs
 import pytest
 
 from wanjax.domain import architectures
+from wanjax.domain.architectures import WAV2VEC2_LARGE_PARAMETERS
 from wanjax.domain.memory import (
     GIB,
     Workload,
@@ -134,3 +135,30 @@ def test_a_plan_that_does_not_fit_names_the_fixes():
     fixes = advice(plan, work)
     assert fixes[0].startswith("--set attention=auto")
     assert any("mesh" in fix for fix in fixes)
+
+
+def test_the_speech_encoder_waits_in_host_memory_in_its_dtype():
+    """Wan 2.2 S2V's wav2vec2 runs in torch on the CPU: host memory on a GPU, the one memory on a CPU."""
+    s2v = attrs.evolve(
+        WAN13_480P81, speech_encoder_parameters=WAV2VEC2_LARGE_PARAMETERS, speech_encoder_dtype="bfloat16"
+    )
+    for platform in ("cpu", "gpu"):
+        plain, plan = (plan_memory(work, platform=platform, available=None) for work in (WAN13_480P81, s2v))
+        assert dict(plan.host_parts)["speech encoder weights (torch)"] == 2 * WAV2VEC2_LARGE_PARAMETERS
+        assert plan.peak - plain.peak == (2 * WAV2VEC2_LARGE_PARAMETERS if platform == "cpu" else 0)
+
+
+def test_the_published_speech_encoder_count_is_transformers_wav2vec2_large():
+    """wav2vec2-large-xlsr-53's config (transformers' defaults for the conv stack) built on torch's meta
+    device: nothing allocated."""
+    import torch
+    from transformers import Wav2Vec2Config, Wav2Vec2Model
+
+    config = Wav2Vec2Config(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096, conv_bias=True,
+        feat_extract_norm="layer", do_stable_layer_norm=True, num_conv_pos_embeddings=128,
+        num_conv_pos_embedding_groups=16, mask_time_prob=0.05,
+    )  # fmt: skip
+    with torch.device("meta"):
+        model = Wav2Vec2Model(config)
+    assert sum(p.numel() for p in model.parameters()) == WAV2VEC2_LARGE_PARAMETERS

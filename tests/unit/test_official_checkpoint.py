@@ -12,13 +12,14 @@ import pytest
 import torch
 from diffusers.loaders.single_file_utils import convert_wan_vae_to_diffusers
 
-from official_folders import KINDS, official_models, write_official_folder
+from official_folders import KINDS, official_models, write_official_folder, write_s2v_folder
 
 from wanjax.adapters.checkpoints.checkpoint import ReplacedFiles
 from wanjax.adapters.checkpoints.diffusers_folder import DiffusersCheckpoint
 from wanjax.adapters.checkpoints.layout import open_checkpoint_folder
 from wanjax.adapters.checkpoints.official_folder import (
     CLIP_FILE,
+    SPEECH_ENCODER_FOLDER,
     T5_FILE,
     OfficialCheckpoint,
     official_repo_id,
@@ -311,3 +312,16 @@ def test_an_animate_model_without_its_motion_encoder_is_named(tmp_path) -> None:
     config = {"_class_name": "WanAnimateModel", "dim": 24, "num_heads": 2, "num_layers": 5}
     with pytest.raises(CheckpointError, match=r"an Animate transformer without \['motion_encoder.conv_in.weight'"):
         transformer_spec_of(config, _shapes_only(shapes), tmp_path)
+
+
+def test_the_speech_encoder_is_counted_from_its_safetensors_or_its_pytorch_bin(tmp_path) -> None:
+    """S2V's wav2vec2 folder as transformers saves it now, and in its older format (a zip-format
+    `pytorch_model.bin`, memory-mapped): the same parameters, read without loading the model."""
+    folder, _, wav2vec2, _ = write_s2v_folder(tmp_path / "s2v")
+    expected = sum(tensor.numel() for tensor in wav2vec2.state_dict().values())
+    assert OfficialCheckpoint(folder).weights("speech_encoder").parameter_count() == expected
+    speech = folder / SPEECH_ENCODER_FOLDER
+    (speech / "model.safetensors").unlink()
+    wav2vec2.save_pretrained(speech, safe_serialization=False)
+    assert OfficialCheckpoint(folder).weights("speech_encoder").parameter_count() == expected
+    OfficialCheckpoint(folder).verify()
